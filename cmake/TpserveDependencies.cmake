@@ -1,0 +1,22 @@
+# Third-party libraries, all from Debian 12 packages (scripts/setup.sh installs them).
+find_package(PkgConfig REQUIRED)
+find_package(Threads REQUIRED)
+find_package(nlohmann_json 3.10 REQUIRED)
+find_package(spdlog REQUIRED)
+find_package(CLI11 REQUIRED)
+pkg_check_modules(PCRE2 REQUIRED IMPORTED_TARGET libpcre2-8)
+pkg_check_modules(UTF8PROC REQUIRED IMPORTED_TARGET libutf8proc)
+find_package(GTest REQUIRED)
+find_package(benchmark QUIET)
+
+set(TPSERVE_HAVE_GRPC OFF)
+if(NOT TPSERVE_GRPC STREQUAL "OFF")
+  find_package(gRPC CONFIG QUIET)
+  find_package(Protobuf QUIET)
+  if(gRPC_FOUND AND Protobuf_FOUND)
+    set(TPSERVE_HAVE_GRPC ON)
+  elseif(TPSERVE_GRPC STREQUAL "ON")
+    message(FATAL_ERROR "TPSERVE_GRPC=ON but gRPC/Protobuf were not found "
+                        "(apt-get install libgrpc++-dev protobuf-compiler-grpc)")
+  endif()
+endif()

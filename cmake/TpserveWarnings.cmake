@@ -1,0 +1,12 @@
+# Warning flags for our own targets (not third-party code), sanitizers for everything.
+add_library(tpserve_warnings INTERFACE)
+target_compile_options(tpserve_warnings INTERFACE
+  $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -Wpedantic -Wshadow -Wnon-virtual-dtor
+                            -Wno-missing-field-initializers>
+  $<$<AND:$<COMPILE_LANGUAGE:CXX>,$<BOOL:${TPSERVE_WERROR}>>:-Werror>)
+
+if(TPSERVE_SANITIZE)
+  add_compile_options(-fsanitize=${TPSERVE_SANITIZE} -fno-omit-frame-pointer
+                      -fno-sanitize-recover=all)
+  add_link_options(-fsanitize=${TPSERVE_SANITIZE})
+endif()

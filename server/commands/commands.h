@@ -1,0 +1,20 @@
+// The subcommands of the `tpserve` executable. Each Add*Command registers its flags on `app` and
+// the action to run when it is chosen; actions return the process exit code.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <functional>
+#include <string>
+
+namespace tpserve {
+
+using CommandAction = std::function<int()>;
+
+void AddMakeModelCommand(CLI::App& app, CommandAction* action);
+void AddTokenizeCommand(CLI::App& app, CommandAction* action);
+void AddInspectCommand(CLI::App& app, CommandAction* action);
+
+// TPSERVE_ASSETS, or the folder scripts/fetch_assets.sh fills in the source tree.
+std::string DefaultAssetsDir();
+
+}  // namespace tpserve

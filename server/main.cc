@@ -1,0 +1,22 @@
+// tpserve: a tensor-parallel LLM inference server. One executable, one subcommand per job.
+#include <spdlog/spdlog.h>
+
+#include <CLI/CLI.hpp>
+
+#include "server/commands/commands.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "tpserve: tensor-parallel LLM inference (Llama-family models, Megatron-style sharding).\n"
+      "Run `tpserve COMMAND --help` for the flags of each command."};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", std::string("tpserve ") + TPSERVE_VERSION);
+
+  tpserve::CommandAction action;
+  tpserve::AddMakeModelCommand(app, &action);
+  tpserve::AddTokenizeCommand(app, &action);
+  tpserve::AddInspectCommand(app, &action);
+
+  CLI11_PARSE(app, argc, argv);
+  return action ? action() : 1;
+}
