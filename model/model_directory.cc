@@ -53,6 +53,7 @@ Status CompleteSpecialTokens(const std::string& dir, const Tokenizer& tokenizer,
 }  // namespace
 
 Result<Tokenizer> LoadTokenizer(const std::string& dir_or_file) {
+  if (!fs::exists(dir_or_file)) return NotFound(dir_or_file + ": no such file or directory");
   const fs::path path = fs::is_directory(dir_or_file) ? fs::path(dir_or_file) / "tokenizer.json"
                                                       : fs::path(dir_or_file);
   return Tokenizer::FromFile(path.string());

@@ -1,0 +1,186 @@
+// The tokenizer against independent references: llama.cpp's vocab test cases (made with Hugging
+// Face transformers) and golden ids from Hugging Face's tokenizers library, cross-checked with a
+// JavaScript port (scripts/golden/make_tokenizer_golden.mjs). Never against our own output.
+#include "model/tokenizer/tokenizer.h"
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+#include <random>
+#include <sstream>
+
+#include "model/tokenizer/incremental_decoder.h"
+#include "model/tokenizer/utf8.h"
+#include "tests/test_util.h"
+
+namespace tpserve {
+namespace {
+
+using ::testing::HasSubstr;
+
+struct Vocabulary {
+  std::string name;             // tokenizers/<name>/tokenizer.json
+  std::string llama_cpp_vocab;  // llama-vocab-tests/<vocab>.inp / .out
+};
+
+void PrintTo(const Vocabulary& v, std::ostream* os) { *os << v.name; }
+
+const Tokenizer& LoadShared(const std::string& name) {
+  static std::map<std::string, std::unique_ptr<Tokenizer>> cache;
+  auto& slot = cache[name];
+  if (!slot) {
+    auto loaded = Tokenizer::FromFile(testing::RequireAsset("tokenizers/" + name + "/tokenizer.json"));
+    if (!loaded.ok()) {
+      ADD_FAILURE() << loaded.status().ToString();
+      std::abort();
+    }
+    slot = std::make_unique<Tokenizer>(std::move(loaded).value());
+  }
+  return *slot;
+}
+
+class TokenizerReference : public ::testing::TestWithParam<Vocabulary> {
+ protected:
+  const Tokenizer& tokenizer() const { return LoadShared(GetParam().name); }
+};
+
+// llama.cpp's format: cases separated by "\n__ggml_vocab_test__\n" (also after the last), and
+// one line of space-separated ids per case.
+TEST_P(TokenizerReference, MatchesLlamaCppVocabTests) {
+  const std::string base = "llama-vocab-tests/" + GetParam().llama_cpp_vocab;
+  const std::string inputs = testing::ReadFile(testing::RequireAsset(base + ".inp"));
+  const std::string outputs = testing::ReadFile(testing::RequireAsset(base + ".out"));
+  const std::string separator = "\n__ggml_vocab_test__\n";
+  std::vector<std::string> cases;
+  for (size_t begin = 0, end; (end = inputs.find(separator, begin)) != std::string::npos;
+       begin = end + separator.size()) {
+    cases.push_back(inputs.substr(begin, end - begin));
+  }
+  std::vector<std::vector<int32_t>> expected;
+  std::istringstream lines(outputs);
+  for (std::string line; std::getline(lines, line);) {
+    std::istringstream ids(line);
+    expected.emplace_back();
+    for (int32_t id; ids >> id;) expected.back().push_back(id);
+  }
+  ASSERT_EQ(cases.size(), 46u);
+  ASSERT_EQ(expected.size(), cases.size());
+  for (size_t i = 0; i < cases.size(); ++i) {
+    auto ids = tokenizer().Encode(cases[i]);
+    ASSERT_TRUE(ids.ok()) << ids.status().ToString();
+    EXPECT_EQ(*ids, expected[i]) << "case " << i << ": " << nlohmann::json(cases[i]).dump();
+  }
+}
+
+TEST_P(TokenizerReference, MatchesHuggingFaceGoldenIds) {
+  const auto golden = nlohmann::json::parse(testing::ReadFile(
+      testing::TestDataDir() + "/tokenizer_golden_" + GetParam().name + ".json"));
+  ASSERT_GE(golden["cases"].size(), 60u);
+  for (const auto& c : golden["cases"]) {
+    const std::string text = c["text"];
+    const std::vector<int32_t> expected = c["ids"];
+    auto ids = tokenizer().Encode(text);
+    ASSERT_TRUE(ids.ok()) << ids.status().ToString();
+    EXPECT_EQ(*ids, expected) << nlohmann::json(text).dump();
+    auto decoded = tokenizer().Decode(expected);
+    ASSERT_TRUE(decoded.ok());
+    EXPECT_EQ(*decoded, c["decoded"].get<std::string>()) << nlohmann::json(text).dump();
+  }
+}
+
+TEST_P(TokenizerReference, StreamingDecodeNeverBreaksUtf8AndLosesNothing) {
+  const auto golden = nlohmann::json::parse(testing::ReadFile(
+      testing::TestDataDir() + "/tokenizer_golden_" + GetParam().name + ".json"));
+  std::vector<std::vector<int32_t>> sequences;
+  for (const auto& c : golden["cases"]) sequences.push_back(c["ids"]);
+  // Random byte-level tokens too: arbitrary byte strings, often ill-formed UTF-8.
+  std::mt19937 random(7);
+  for (int n = 0; n < 200; ++n) {
+    std::vector<int32_t> ids;
+    for (int k = 0; k < 12; ++k) ids.push_back(static_cast<int32_t>(random() % 256));
+    sequences.push_back(ids);
+  }
+  for (const auto& ids : sequences) {
+    IncrementalDecoder decoder(tokenizer());
+    std::string streamed;
+    for (int32_t id : ids) {
+      auto piece = decoder.Push(id);
+      ASSERT_TRUE(piece.ok());
+      ASSERT_EQ(FindInvalidUtf8(*piece), std::string::npos);
+      streamed += *piece;
+    }
+    streamed += decoder.Finish();
+    EXPECT_EQ(streamed, tokenizer().Decode(ids).value());
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Vocabularies, TokenizerReference,
+                         ::testing::Values(Vocabulary{"llama3", "ggml-vocab-llama-bpe.gguf"},
+                                           Vocabulary{"qwen2", "ggml-vocab-qwen2.gguf"}),
+                         [](const auto& info) { return info.param.name; });
+
+TEST(Tokenizer, StreamingHoldsSplitCharacterUntilComplete) {
+  const Tokenizer& tokenizer = LoadShared("llama3");
+  // "😀" is 4 bytes; feed it as its single-byte tokens.
+  const std::string emoji = "\xF0\x9F\x98\x80";
+  IncrementalDecoder decoder(tokenizer);
+  // The single-byte tokens (GPT-2 byte-level vocabularies put them at ids 0..255).
+  std::vector<int32_t> byte_ids;
+  for (unsigned char b : emoji) {
+    for (int32_t id = 0; id < 256; ++id) {
+      if (tokenizer.DecodeBytes(std::vector<int32_t>{id}).value() == std::string(1, static_cast<char>(b))) {
+        byte_ids.push_back(id);
+        break;
+      }
+    }
+  }
+  ASSERT_EQ(byte_ids.size(), 4u);
+  for (size_t i = 0; i < 3; ++i) EXPECT_EQ(decoder.Push(byte_ids[i]).value(), "");
+  EXPECT_EQ(decoder.held_bytes(), 3u);
+  EXPECT_EQ(decoder.Push(byte_ids[3]).value(), emoji);
+  EXPECT_EQ(decoder.Finish(), "");
+}
+
+TEST(Tokenizer, SpecialTokensAreNeverSplitUnlessParsingIsOff) {
+  const Tokenizer& tokenizer = LoadShared("llama3");
+  auto parsed = tokenizer.Encode("a<|eot_id|>b");
+  ASSERT_TRUE(parsed.ok());
+  EXPECT_EQ(*parsed, (std::vector<int32_t>{64, 128009, 65}));
+  auto literal = tokenizer.Encode("a<|eot_id|>b", false, /*parse_special=*/false);
+  ASSERT_TRUE(literal.ok());
+  EXPECT_GT(literal->size(), 3u);
+  for (int32_t id : *literal) EXPECT_LT(id, 128000);
+  EXPECT_EQ(tokenizer.Decode(*literal).value(), "a<|eot_id|>b");
+  EXPECT_EQ(tokenizer.Decode(*parsed, /*skip_special=*/true).value(), "ab");
+  EXPECT_TRUE(tokenizer.IsSpecial(128009));
+  EXPECT_EQ(tokenizer.TokenToId("<|begin_of_text|>"), 128000);
+}
+
+TEST(Tokenizer, BadInputGetsClearErrors) {
+  const Tokenizer& tokenizer = LoadShared("qwen2");
+  Status invalid = tokenizer.Encode("ok\xC3(").status();
+  EXPECT_EQ(invalid.code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(invalid.message(), HasSubstr("not valid UTF-8 (byte 2)"));
+  const std::vector<int32_t> out_of_range = {5, 9999999};
+  EXPECT_THAT(tokenizer.Decode(out_of_range).status().message(),
+              HasSubstr("token id 9999999 is outside the vocabulary"));
+  const std::vector<int32_t> negative = {-1};
+  EXPECT_FALSE(tokenizer.Decode(negative).ok());
+}
+
+TEST(Tokenizer, MalformedTokenizerJson) {
+  EXPECT_THAT(Tokenizer::FromJson("{", "t.json").status().message(), HasSubstr("t.json: not a JSON object"));
+  EXPECT_THAT(Tokenizer::FromJson(R"({"model": {"type": "Unigram"}})", "t.json").status().message(),
+              HasSubstr("model type 'Unigram' is not supported"));
+  EXPECT_THAT(Tokenizer::FromJson(R"({"model": {"type": "BPE", "vocab": {}}, "pre_tokenizer": {"type": "Whitespace"}})",
+                                  "t.json").status().message(),
+              HasSubstr("no ByteLevel step"));
+  EXPECT_THAT(Tokenizer::FromJson(R"({"model": {"type": "BPE", "vocab": {}}, "pre_tokenizer": {"type": "ByteLevel", "use_regex": false}})",
+                                  "t.json").status().message(),
+              HasSubstr("lacks the byte-level token for byte 0"));
+  EXPECT_THAT(Tokenizer::FromFile("/nonexistent/tokenizer.json").status().message(),
+              HasSubstr("/nonexistent/tokenizer.json: cannot open"));
+}
+
+}  // namespace
+}  // namespace tpserve

@@ -1,0 +1,63 @@
+// Small helpers shared by tests: temporary directories, raw file writing, asset paths.
+#pragma once
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <string>
+
+namespace tpserve::testing {
+
+// A fresh directory under the system temp dir, removed with its contents at scope exit.
+class TempDir {
+ public:
+  TempDir() {
+    std::random_device random;
+    path_ = std::filesystem::temp_directory_path() /
+            ("tpserve_test_" + std::to_string(random()) + std::to_string(random()));
+    std::filesystem::create_directories(path_);
+  }
+  ~TempDir() {
+    std::error_code ignored;
+    std::filesystem::remove_all(path_, ignored);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+
+  const std::filesystem::path& path() const { return path_; }
+  std::string file(const std::string& name) const { return (path_ / name).string(); }
+
+ private:
+  std::filesystem::path path_;
+};
+
+inline void WriteFile(const std::string& path, const std::string& bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+}
+
+inline std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+// Where scripts/fetch_assets.sh put the tokenizers and llama.cpp's vocab tests.
+inline std::string AssetsDir() {
+  if (const char* env = std::getenv("TPSERVE_ASSETS"); env != nullptr && *env) return env;
+  return TPSERVE_TEST_ASSETS_DIR;
+}
+
+inline std::string TestDataDir() { return TPSERVE_TEST_DATA_DIR; }
+
+// Fails the test (not skips it) when an asset is missing: CI fetches them, so absence is a bug.
+inline std::string RequireAsset(const std::string& relative) {
+  const std::string path = (std::filesystem::path(AssetsDir()) / relative).string();
+  EXPECT_TRUE(std::filesystem::exists(path))
+      << path << " is missing: run scripts/fetch_assets.sh";
+  return path;
+}
+
+}  // namespace tpserve::testing
