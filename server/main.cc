@@ -16,6 +16,7 @@ int main(int argc, char** argv) {
   tpserve::AddMakeModelCommand(app, &action);
   tpserve::AddTokenizeCommand(app, &action);
   tpserve::AddInspectCommand(app, &action);
+  tpserve::AddDevicesCommand(app, &action);
 
   CLI11_PARSE(app, argc, argv);
   return action ? action() : 1;

@@ -13,6 +13,7 @@ using CommandAction = std::function<int()>;
 void AddMakeModelCommand(CLI::App& app, CommandAction* action);
 void AddTokenizeCommand(CLI::App& app, CommandAction* action);
 void AddInspectCommand(CLI::App& app, CommandAction* action);
+void AddDevicesCommand(CLI::App& app, CommandAction* action);
 
 // TPSERVE_ASSETS, or the folder scripts/fetch_assets.sh fills in the source tree.
 std::string DefaultAssetsDir();

