@@ -25,8 +25,9 @@ std::optional<std::string> SpecialTokenName(const json& config, const char* fiel
 
 // Fills bos/eos that config.json and generation_config.json left unset.
 Status CompleteSpecialTokens(const std::string& dir, const Tokenizer& tokenizer,
-                             ModelConfig* config) {
+                             ModelConfig* config, bool* add_bos) {
   const std::string path = (fs::path(dir) / "tokenizer_config.json").string();
+  *add_bos = config->bos_token_id.has_value();
   if (!fs::exists(path)) return Status::Ok();
   std::ifstream in(path);
   json tokenizer_config = json::parse(in, nullptr, /*allow_exceptions=*/false);
@@ -47,6 +48,9 @@ Status CompleteSpecialTokens(const std::string& dir, const Tokenizer& tokenizer,
   ASSIGN_OR_RETURN(std::optional<int32_t> eos, resolve("eos_token"));
   if (!config->bos_token_id && bos) config->bos_token_id = *bos;
   if (config->eos_token_ids.empty() && eos) config->eos_token_ids.push_back(*eos);
+  const auto flag = tokenizer_config.find("add_bos_token");
+  const bool wants_bos = flag == tokenizer_config.end() || !flag->is_boolean() || flag->get<bool>();
+  *add_bos = config->bos_token_id.has_value() && wants_bos;
   return Status::Ok();
 }
 
@@ -70,8 +74,17 @@ Result<ModelDirectory> OpenModelDirectory(const std::string& dir) {
                            " ids but config.json vocab_size is " +
                            std::to_string(config.vocab_size));
   }
-  RETURN_IF_ERROR(CompleteSpecialTokens(dir, tokenizer, &config));
-  return ModelDirectory{dir, std::move(config), std::move(checkpoint), std::move(tokenizer)};
+  bool add_bos = false;
+  RETURN_IF_ERROR(CompleteSpecialTokens(dir, tokenizer, &config, &add_bos));
+  return ModelDirectory{dir, std::move(config), std::move(checkpoint), std::move(tokenizer), add_bos};
+}
+
+Result<std::vector<int32_t>> EncodePrompt(const ModelDirectory& model, std::string_view text) {
+  ASSIGN_OR_RETURN(std::vector<int32_t> ids, model.tokenizer.Encode(text, /*add_special_tokens=*/true));
+  if (model.add_bos && (ids.empty() || ids.front() != *model.config.bos_token_id)) {
+    ids.insert(ids.begin(), *model.config.bos_token_id);
+  }
+  return ids;
 }
 
 }  // namespace tpserve

@@ -16,7 +16,13 @@ struct ModelDirectory {
   ModelConfig config;  // eos/bos completed from tokenizer_config.json when config.json lacks them
   Checkpoint checkpoint;
   Tokenizer tokenizer;
+  // Prepend bos_token_id to prompts (tokenizer_config.json add_bos_token, default true when the
+  // model has a bos token), unless the tokenizer's own template already adds it.
+  bool add_bos = false;
 };
+
+// The ids a prompt becomes: the tokenizer's template plus bos when the model expects one.
+Result<std::vector<int32_t>> EncodePrompt(const ModelDirectory& model, std::string_view text);
 
 // Loads and cross-checks everything; weights are mapped, not read.
 Result<ModelDirectory> OpenModelDirectory(const std::string& dir);

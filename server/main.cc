@@ -1,4 +1,5 @@
 // tpserve: a tensor-parallel LLM inference server. One executable, one subcommand per job.
+#include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
 #include <CLI/CLI.hpp>
@@ -6,6 +7,8 @@
 #include "server/commands/commands.h"
 
 int main(int argc, char** argv) {
+  // Logs go to stderr so that stdout carries only results (text, JSON).
+  spdlog::set_default_logger(spdlog::stderr_color_mt("tpserve"));
   CLI::App app{
       "tpserve: tensor-parallel LLM inference (Llama-family models, Megatron-style sharding).\n"
       "Run `tpserve COMMAND --help` for the flags of each command."};
@@ -16,6 +19,7 @@ int main(int argc, char** argv) {
   tpserve::AddMakeModelCommand(app, &action);
   tpserve::AddTokenizeCommand(app, &action);
   tpserve::AddInspectCommand(app, &action);
+  tpserve::AddGenerateCommand(app, &action);
   tpserve::AddDevicesCommand(app, &action);
 
   CLI11_PARSE(app, argc, argv);

@@ -14,6 +14,11 @@ void AddMakeModelCommand(CLI::App& app, CommandAction* action);
 void AddTokenizeCommand(CLI::App& app, CommandAction* action);
 void AddInspectCommand(CLI::App& app, CommandAction* action);
 void AddDevicesCommand(CLI::App& app, CommandAction* action);
+void AddGenerateCommand(CLI::App& app, CommandAction* action);
+
+struct EngineOptions;
+// --tp, --threads, --block-size, --kv-cache-mb
+void AddEngineFlags(CLI::App* cmd, EngineOptions* engine);
 
 // TPSERVE_ASSETS, or the folder scripts/fetch_assets.sh fills in the source tree.
 std::string DefaultAssetsDir();

@@ -1,0 +1,156 @@
+#include "comm/in_process_communicator.h"
+
+#include <algorithm>
+#include <cstring>
+#include <thread>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+namespace tpserve {
+
+// State shared by the ranks of one group.
+class InProcessGroup {
+ public:
+  explicit InProcessGroup(int world_size)
+      : world_size_(world_size), slots_{std::vector<Slot>(world_size), std::vector<Slot>(world_size)} {}
+
+  int world_size() const { return world_size_; }
+
+  // Sense-reversing barrier: the last rank to arrive flips the generation.
+  void Wait(uint64_t* local_generation) {
+    const uint64_t generation = *local_generation;
+    if (arrived_.fetch_add(1, std::memory_order_acq_rel) + 1 == world_size_) {
+      arrived_.store(0, std::memory_order_relaxed);
+      generation_.store(generation + 1, std::memory_order_release);
+    } else {
+      int spins = 0;
+      while (generation_.load(std::memory_order_acquire) == generation) {
+        if (++spins < 2000) {
+#if defined(__x86_64__)
+          _mm_pause();
+#endif
+        } else {
+          std::this_thread::yield();  // more ranks than cores: let the others run
+        }
+      }
+    }
+    *local_generation = generation + 1;
+  }
+
+  // What a rank publishes for one collective. Two sets alternate between consecutive calls, so
+  // a rank may publish for call n+1 while a slower rank still reads call n's pointers (nobody
+  // can reach call n+2 before everyone has left call n).
+  struct alignas(64) Slot {
+    const float* input = nullptr;
+    const float* result = nullptr;  // bandwidth path: this rank's reduced chunk
+  };
+  Slot& slot(int parity, int rank) { return slots_[parity][rank]; }
+
+ private:
+  const int world_size_;
+  std::vector<Slot> slots_[2];
+  alignas(64) std::atomic<int> arrived_{0};
+  alignas(64) std::atomic<uint64_t> generation_{0};
+};
+
+namespace {
+
+// out[i - begin] = (((in[0][i] + in[1][i]) + in[2][i]) + ...) for i in [begin, end).
+void SumInRankOrder(InProcessGroup& group, int parity, float* out, size_t begin, size_t end) {
+  const float* first = group.slot(parity, 0).input;
+  std::copy(first + begin, first + end, out);
+  for (int r = 1; r < group.world_size(); ++r) {
+    const float* in = group.slot(parity, r).input + begin;
+    for (size_t i = 0; i < end - begin; ++i) out[i] += in[i];
+  }
+}
+
+}  // namespace
+
+std::vector<std::unique_ptr<InProcessCommunicator>> InProcessCommunicator::CreateGroup(
+    int world_size) {
+  auto group = std::make_shared<InProcessGroup>(world_size);
+  std::vector<std::unique_ptr<InProcessCommunicator>> ranks;
+  for (int r = 0; r < world_size; ++r) {
+    ranks.emplace_back(new InProcessCommunicator(group, r));
+  }
+  return ranks;
+}
+
+InProcessCommunicator::InProcessCommunicator(std::shared_ptr<InProcessGroup> group, int rank)
+    : group_(std::move(group)), rank_(rank) {}
+
+int InProcessCommunicator::world_size() const { return group_->world_size(); }
+
+Status InProcessCommunicator::Barrier() {
+  group_->Wait(&barrier_sense_);
+  return Status::Ok();
+}
+
+Status InProcessCommunicator::AllReduceSum(float* data, size_t count) {
+  const int world = world_size();
+  if (world == 1) return Status::Ok();
+  const int parity = NextParity();
+  const bool bandwidth = path_ == Path::kBandwidth ||
+                         (path_ == Path::kAuto && count * sizeof(float) >= kBandwidthPathBytes);
+  const size_t chunk = bandwidth ? (count + world - 1) / world : count;
+  const size_t begin = bandwidth ? std::min(count, chunk * rank_) : 0;
+  const size_t end = std::min(count, begin + chunk);
+  if (scratch_.size() < chunk) scratch_.resize(chunk);
+  group_->slot(parity, rank_) = {data, scratch_.data()};
+  group_->Wait(&barrier_sense_);  // every rank's input is published
+  SumInRankOrder(*group_, parity, scratch_.data(), begin, end);
+  group_->Wait(&barrier_sense_);  // every input has been read; every chunk is reduced
+  if (!bandwidth) {
+    std::memcpy(data, scratch_.data(), count * sizeof(float));
+    return Status::Ok();
+  }
+  for (int r = 0; r < world; ++r) {
+    const size_t r_begin = std::min(count, chunk * r), r_end = std::min(count, r_begin + chunk);
+    std::memcpy(data + r_begin, group_->slot(parity, r).result, (r_end - r_begin) * sizeof(float));
+  }
+  // A rank overwrites its scratch only after the next call's first barrier, which every rank
+  // reaches only once it has finished copying here.
+  return Status::Ok();
+}
+
+Status InProcessCommunicator::AllGather(const float* input, float* output, size_t count) {
+  const int parity = NextParity();
+  group_->slot(parity, rank_).input = input;
+  group_->Wait(&barrier_sense_);
+  for (int r = 0; r < world_size(); ++r) {
+    std::memcpy(output + r * count, group_->slot(parity, r).input, count * sizeof(float));
+  }
+  group_->Wait(&barrier_sense_);
+  return Status::Ok();
+}
+
+Status InProcessCommunicator::ReduceScatterSum(const float* input, float* output, size_t count) {
+  const int parity = NextParity();
+  group_->slot(parity, rank_).input = input;
+  group_->Wait(&barrier_sense_);
+  const size_t offset = count * rank_;
+  std::memcpy(output, group_->slot(parity, 0).input + offset, count * sizeof(float));
+  for (int r = 1; r < world_size(); ++r) {
+    const float* in = group_->slot(parity, r).input + offset;
+    for (size_t i = 0; i < count; ++i) output[i] += in[i];
+  }
+  group_->Wait(&barrier_sense_);
+  return Status::Ok();
+}
+
+Status InProcessCommunicator::Broadcast(float* data, size_t count, int root) {
+  if (root < 0 || root >= world_size()) {
+    return InvalidArgument("Broadcast root " + std::to_string(root) + " is not a rank");
+  }
+  const int parity = NextParity();
+  group_->slot(parity, rank_).input = data;
+  group_->Wait(&barrier_sense_);
+  if (rank_ != root) std::memcpy(data, group_->slot(parity, root).input, count * sizeof(float));
+  group_->Wait(&barrier_sense_);
+  return Status::Ok();
+}
+
+}  // namespace tpserve

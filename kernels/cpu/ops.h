@@ -1,0 +1,57 @@
+// The element-wise and per-token ops of a Llama decoder on the CPU backend. Every reduction
+// (norms, attention scores, softmax) runs in a fixed order that depends only on the model's
+// shapes and the token's own context length, never on the batch (see linear.h).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace tpserve::cpu {
+
+// y = x / sqrt(mean(x²) + eps) * weight, for one row of `n`. Sum of squares in double.
+void RmsNorm(const float* x, const float* weight, float* y, int n, float eps);
+
+// out[i] = silu(gate[i]) * up[i]
+void SiluMul(const float* gate, const float* up, float* out, int n);
+
+// x += y
+void AddInPlace(float* x, const float* y, int n);
+
+// Rotary position embedding parameters (plain numbers, so kernels/ needs nothing from model/).
+struct RopeParams {
+  int head_dim = 0;
+  double theta = 10000.0;
+  enum class Scaling { kNone, kLinear, kLlama3 } scaling = Scaling::kNone;
+  double factor = 1.0;
+  double low_freq_factor = 1.0;
+  double high_freq_factor = 4.0;
+  int original_max_position_embeddings = 8192;
+};
+
+// Inverse frequencies of a head's rotary pairs (head_dim / 2 of them), scaling applied.
+std::vector<double> RopeInverseFrequencies(const RopeParams& params);
+
+// cos/sin of position * inv_freq[i]: [head_dim / 2] each.
+void RopeAngles(const std::vector<double>& inv_freq, int position, float* cos, float* sin);
+
+// Rotates each head of x ([heads, head_dim]) in Hugging Face's rotate-half layout: element i
+// pairs with element i + head_dim / 2.
+void ApplyRope(float* x, int heads, int head_dim, const float* cos, const float* sin);
+
+// One layer's paged KV cache of one rank, as attention reads it.
+struct KvLayerView {
+  const float* keys = nullptr;    // [num_blocks, block_size, kv_heads, head_dim]
+  const float* values = nullptr;  // [num_blocks, block_size, kv_heads, head_dim]
+  int block_size = 0;
+  int kv_heads = 0;
+  int head_dim = 0;
+};
+
+// Causal attention of one query token over positions [0, length) of its sequence:
+// out[h] = softmax(q[h] · K[kv(h)]ᵀ * scale) · V[kv(h)], with kv(h) = h / (heads / kv_heads).
+// q, out: [heads, head_dim]; block_table maps position / block_size to a block id;
+// scores: scratch of at least `length` floats.
+void AttendOneToken(const float* q, int heads, const KvLayerView& kv, const int32_t* block_table,
+                    int length, float scale, float* out, float* scores);
+
+}  // namespace tpserve::cpu

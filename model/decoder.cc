@@ -1,0 +1,235 @@
+#include "model/decoder.h"
+
+#include <chrono>
+#include <cmath>
+#include <cstring>
+
+#include "kernels/cpu/linear.h"
+
+namespace tpserve {
+namespace {
+
+int64_t NowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+// Times one op into the rank's trace.
+class OpTimer {
+ public:
+  OpTimer(RankTrace* trace, int64_t step_start) : trace_(trace), step_start_(step_start) {}
+  template <typename Fn>
+  auto Run(OpKind op, int layer, int64_t bytes, Fn&& fn) {
+    const int64_t start = NowNs();
+    auto result = fn();
+    const int64_t end = NowNs();
+    trace_->ops.push_back({op, static_cast<int16_t>(layer), start - step_start_, end - start, bytes});
+    return result;
+  }
+
+ private:
+  RankTrace* trace_;
+  int64_t step_start_;
+};
+
+cpu::RopeParams RopeFor(const ModelConfig& c) {
+  cpu::RopeParams p;
+  p.head_dim = c.head_dim;
+  p.theta = c.rope_theta;
+  p.factor = c.rope_scaling.factor;
+  p.low_freq_factor = c.rope_scaling.low_freq_factor;
+  p.high_freq_factor = c.rope_scaling.high_freq_factor;
+  p.original_max_position_embeddings = c.rope_scaling.original_max_position_embeddings;
+  switch (c.rope_scaling.type) {
+    case RopeScaling::Type::kNone: p.scaling = cpu::RopeParams::Scaling::kNone; break;
+    case RopeScaling::Type::kLinear: p.scaling = cpu::RopeParams::Scaling::kLinear; break;
+    case RopeScaling::Type::kLlama3: p.scaling = cpu::RopeParams::Scaling::kLlama3; break;
+  }
+  return p;
+}
+
+const uint16_t* Bf16(const HostTensor& t) { return t.view<uint16_t>().data(); }
+const float* F32(const HostTensor& t) { return t.bytes.empty() ? nullptr : t.view<float>().data(); }
+
+}  // namespace
+
+struct Decoder::Batch {
+  std::vector<int32_t> ids;        // [tokens]
+  std::vector<int32_t> positions;  // [tokens]
+  std::vector<int32_t> sequence;   // [tokens] index into plan.sequences
+  std::vector<int32_t> logit_rows; // token indices whose logits are wanted
+  const StepPlan* plan = nullptr;
+};
+
+Decoder::Decoder(const ModelConfig& config, RankWeights weights, RankKvCache* kv_cache,
+                 Communicator* comm, cpu::ThreadPool* pool, DecoderOptions options)
+    : config_(config),
+      weights_(std::move(weights)),
+      kv_cache_(kv_cache),
+      comm_(comm),
+      pool_(pool),
+      options_(options),
+      rope_inv_freq_(cpu::RopeInverseFrequencies(RopeFor(config))) {}
+
+void Decoder::Embed(const Batch& batch, float* x) {
+  const RankShape& s = weights_.shape;
+  const int h = config_.hidden_size;
+  for (size_t t = 0; t < batch.ids.size(); ++t) {
+    const int local = batch.ids[t] - s.vocab_begin;
+    float* row = x + t * h;
+    if (local < 0 || local >= s.vocab) {
+      std::fill(row, row + h, 0.0f);  // another rank owns this id; the AllReduce brings it
+      continue;
+    }
+    ConvertElements(Bf16(weights_.embed) + static_cast<size_t>(local) * h, DType::kBF16, row,
+                    DType::kF32, h);
+  }
+}
+
+void Decoder::Attention(const Batch& batch, int layer, const float* q, float* out) {
+  const RankShape& s = weights_.shape;
+  const int q_width = s.heads * s.head_dim;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(s.head_dim));
+  const cpu::KvLayerView kv = kv_cache_->Layer(layer);
+  pool_->ParallelFor(batch.ids.size(), 1, [&](size_t begin, size_t end) {
+    std::vector<float> scores;
+    for (size_t t = begin; t < end; ++t) {
+      const SequencePlan& seq = batch.plan->sequences[batch.sequence[t]];
+      const int length = batch.positions[t] + 1;  // causal: itself and everything before
+      if (scores.size() < static_cast<size_t>(length)) scores.resize(length);
+      cpu::AttendOneToken(q + t * q_width, s.heads, kv, seq.block_table.data(), length, scale,
+                          out + t * q_width, scores.data());
+    }
+  });
+}
+
+Status Decoder::Forward(const StepPlan& plan, std::vector<float>* logits, RankTrace* trace) {
+  const int64_t step_start = NowNs();
+  OpTimer timer(trace, step_start);
+  const RankShape& s = weights_.shape;
+  const int h = config_.hidden_size;
+  const int q_width = s.heads * s.head_dim, kv_width = s.kv_heads * s.head_dim;
+  const float eps = static_cast<float>(config_.rms_norm_eps);
+
+  Batch batch;
+  batch.plan = &plan;
+  for (size_t i = 0; i < plan.sequences.size(); ++i) {
+    const SequencePlan& seq = plan.sequences[i];
+    for (size_t j = 0; j < seq.tokens.size(); ++j) {
+      batch.ids.push_back(seq.tokens[j]);
+      batch.positions.push_back(seq.start_position + static_cast<int32_t>(j));
+      batch.sequence.push_back(static_cast<int32_t>(i));
+    }
+    if (seq.want_logits && !seq.tokens.empty()) batch.logit_rows.push_back(batch.ids.size() - 1);
+  }
+  const int T = static_cast<int>(batch.ids.size());
+  const int64_t hidden_bytes = static_cast<int64_t>(T) * h * sizeof(float);
+
+  std::vector<float> x(T * h), normed(T * h), proj(T * h);      // [T, hidden]
+  std::vector<float> q(T * q_width), attn(T * q_width);           // [T, heads_local * head_dim]
+  std::vector<float> k(T * kv_width), v(T * kv_width);            // [T, kv_local * head_dim]
+  std::vector<float> gate(T * s.ffn), up(T * s.ffn);              // [T, ffn_local]
+  const int half = s.head_dim / 2;
+  std::vector<float> cos(T * half), sin(T * half);                // [T, head_dim / 2]
+  for (int t = 0; t < T; ++t) {
+    cpu::RopeAngles(rope_inv_freq_, batch.positions[t], &cos[t * half], &sin[t * half]);
+  }
+  auto linear = [&](const float* in, const HostTensor& w, const HostTensor& bias, float* out,
+                    int in_features, int out_features) {
+    cpu::Linear({in, Bf16(w), F32(bias), out, T, in_features, out_features}, pool_);
+    return 0;
+  };
+  auto norm_rows = [&](const float* in, const HostTensor& weight, float* out) {
+    for (int t = 0; t < T; ++t) cpu::RmsNorm(in + t * h, F32(weight), out + t * h, h, eps);
+    return 0;
+  };
+  auto all_reduce = [&](OpKind op, int layer, float* data) {
+    return timer.Run(op, layer, hidden_bytes, [&] { return comm_->AllReduceSum(data, T * h); });
+  };
+
+  timer.Run(OpKind::kEmbed, -1, 0, [&] { Embed(batch, x.data()); return 0; });
+  if (s.tp > 1) RETURN_IF_ERROR(all_reduce(OpKind::kEmbedAllReduce, -1, x.data()));
+
+  for (int layer = 0; layer < config_.num_layers; ++layer) {
+    const LayerWeights& w = weights_.layers[layer];
+    // Attention block.
+    timer.Run(OpKind::kAttnNorm, layer, 0, [&] { return norm_rows(x.data(), w.attn_norm, normed.data()); });
+    timer.Run(OpKind::kQkvProj, layer, 0, [&] {
+      linear(normed.data(), w.wq, w.bq, q.data(), h, q_width);
+      linear(normed.data(), w.wk, w.bk, k.data(), h, kv_width);
+      return linear(normed.data(), w.wv, w.bv, v.data(), h, kv_width);
+    });
+    timer.Run(OpKind::kRope, layer, 0, [&] {
+      for (int t = 0; t < T; ++t) {
+        cpu::ApplyRope(&q[t * q_width], s.heads, s.head_dim, &cos[t * half], &sin[t * half]);
+        cpu::ApplyRope(&k[t * kv_width], s.kv_heads, s.head_dim, &cos[t * half], &sin[t * half]);
+      }
+      return 0;
+    });
+    timer.Run(OpKind::kKvWrite, layer, 0, [&] {
+      for (int t = 0; t < T; ++t) {
+        const SequencePlan& seq = plan.sequences[batch.sequence[t]];
+        const int position = batch.positions[t];
+        const int32_t block = seq.block_table[position / kv_cache_->block_size()];
+        const int slot = position % kv_cache_->block_size();
+        std::memcpy(kv_cache_->Keys(layer, block, slot), &k[t * kv_width], kv_width * sizeof(float));
+        std::memcpy(kv_cache_->Values(layer, block, slot), &v[t * kv_width], kv_width * sizeof(float));
+      }
+      return 0;
+    });
+    timer.Run(OpKind::kAttention, layer, 0, [&] { Attention(batch, layer, q.data(), attn.data()); return 0; });
+    timer.Run(OpKind::kOProj, layer, 0, [&] { return linear(attn.data(), w.wo, HostTensor{}, proj.data(), q_width, h); });
+    if (s.tp > 1) RETURN_IF_ERROR(all_reduce(OpKind::kAllReduceAttn, layer, proj.data()));
+    cpu::AddInPlace(x.data(), proj.data(), T * h);
+
+    // MLP block.
+    timer.Run(OpKind::kMlpNorm, layer, 0, [&] { return norm_rows(x.data(), w.mlp_norm, normed.data()); });
+    timer.Run(OpKind::kGateUpProj, layer, 0, [&] {
+      linear(normed.data(), w.w_gate, HostTensor{}, gate.data(), h, s.ffn);
+      return linear(normed.data(), w.w_up, HostTensor{}, up.data(), h, s.ffn);
+    });
+    timer.Run(OpKind::kSiluMul, layer, 0, [&] { cpu::SiluMul(gate.data(), up.data(), gate.data(), T * s.ffn); return 0; });
+    timer.Run(OpKind::kDownProj, layer, 0, [&] { return linear(gate.data(), w.w_down, HostTensor{}, proj.data(), s.ffn, h); });
+    if (s.tp > 1 && layer != options_.skip_mlp_allreduce_layer) {
+      RETURN_IF_ERROR(all_reduce(OpKind::kAllReduceMlp, layer, proj.data()));
+    }
+    cpu::AddInPlace(x.data(), proj.data(), T * h);
+  }
+
+  // LM head over the rows whose logits are wanted; vocab-parallel, then gathered.
+  const int rows = static_cast<int>(batch.logit_rows.size());
+  std::vector<float> last(rows * h), local_logits(rows * s.vocab);
+  timer.Run(OpKind::kFinalNorm, -1, 0, [&] {
+    for (int r = 0; r < rows; ++r) {
+      cpu::RmsNorm(&x[batch.logit_rows[r] * h], F32(weights_.final_norm), &last[r * h], h, eps);
+    }
+    return 0;
+  });
+  timer.Run(OpKind::kLmHead, -1, 0, [&] {
+    cpu::Linear({last.data(), Bf16(weights_.output_projection()), nullptr, local_logits.data(),
+                 rows, h, s.vocab}, pool_);
+    return 0;
+  });
+  logits->assign(static_cast<size_t>(rows) * s.vocab_padded, 0.0f);
+  if (s.tp == 1) {
+    *logits = std::move(local_logits);
+  } else {
+    std::vector<float> gathered(static_cast<size_t>(s.tp) * rows * s.vocab);  // [tp, rows, vocab_local]
+    RETURN_IF_ERROR(timer.Run(OpKind::kAllGatherLogits, -1,
+                              static_cast<int64_t>(local_logits.size() * sizeof(float)), [&] {
+                                return comm_->AllGather(local_logits.data(), gathered.data(),
+                                                        local_logits.size());
+                              }));
+    for (int r = 0; r < s.tp; ++r) {
+      for (int row = 0; row < rows; ++row) {
+        std::memcpy(&(*logits)[static_cast<size_t>(row) * s.vocab_padded + r * s.vocab],
+                    &gathered[(static_cast<size_t>(r) * rows + row) * s.vocab], s.vocab * sizeof(float));
+      }
+    }
+  }
+  trace->total_ns = NowNs() - step_start;
+  return Status::Ok();
+}
+
+}  // namespace tpserve

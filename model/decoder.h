@@ -1,0 +1,50 @@
+// One rank's share of the Llama forward pass (Megatron-style tensor parallelism). Forward() reads
+// top to bottom like the model card: embed, then per layer norm → QKV → RoPE → attention → O →
+// AllReduce → norm → gate/up → SiLU·up → down → AllReduce, then the vocab-parallel LM head and an
+// AllGather of the logits. Every op is timed into the step trace.
+#pragma once
+
+#include <vector>
+
+#include "comm/communicator.h"
+#include "kernels/cpu/ops.h"
+#include "kernels/cpu/thread_pool.h"
+#include "model/kv_cache.h"
+#include "model/model_config.h"
+#include "model/rank_weights.h"
+#include "model/step_plan.h"
+
+namespace tpserve {
+
+struct DecoderOptions {
+  // Fault injection for tests: skip the MLP AllReduce of this layer (-1: never).
+  int skip_mlp_allreduce_layer = -1;
+};
+
+class Decoder {
+ public:
+  Decoder(const ModelConfig& config, RankWeights weights, RankKvCache* kv_cache,
+          Communicator* comm, cpu::ThreadPool* pool, DecoderOptions options = {});
+
+  // Runs the plan on this rank. On return `logits` holds [rows, vocab_padded] for the sequences
+  // that want logits (every rank gets them through the AllGather).
+  Status Forward(const StepPlan& plan, std::vector<float>* logits, RankTrace* trace);
+
+  const RankShape& shape() const { return weights_.shape; }
+  const RankWeights& weights() const { return weights_; }
+
+ private:
+  struct Batch;  // the plan flattened to tokens
+  void Embed(const Batch& batch, float* x);
+  void Attention(const Batch& batch, int layer, const float* q, float* out);
+
+  const ModelConfig& config_;
+  RankWeights weights_;
+  RankKvCache* kv_cache_;
+  Communicator* comm_;
+  cpu::ThreadPool* pool_;
+  DecoderOptions options_;
+  std::vector<double> rope_inv_freq_;
+};
+
+}  // namespace tpserve

@@ -1,0 +1,159 @@
+#include "model/engine.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "comm/in_process_communicator.h"
+#include "model/decoder.h"
+#include "model/weight_layout.h"
+
+namespace tpserve {
+
+struct Engine::Rank {
+  std::unique_ptr<InProcessCommunicator> comm;
+  std::unique_ptr<cpu::ThreadPool> pool;
+  std::unique_ptr<RankKvCache> kv_cache;
+  std::unique_ptr<Decoder> decoder;
+  // Results of the current step.
+  Status status;
+  std::vector<float> logits;
+  RankTrace trace;
+};
+
+Engine::Engine(const ModelConfig& config, const EngineOptions& options)
+    : config_(config), options_(options) {}
+
+Result<std::unique_ptr<Engine>> Engine::Create(const ModelDirectory& model,
+                                               const EngineOptions& options) {
+  const ModelConfig& c = model.config;
+  RETURN_IF_ERROR(CheckTensorParallel(c, options.tp));
+  if (options.block_size < 1) return InvalidArgument("--block-size must be at least 1");
+  if (options.kv_cache_mb < 1) return InvalidArgument("--kv-cache-mb must be at least 1");
+  std::unique_ptr<Engine> engine(new Engine(c, options));
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const int threads = options.threads > 0 ? options.threads : cores;
+  engine->threads_per_rank_ = std::max(1, threads / options.tp);
+
+  const RankShape shape0 = ShapeForRank(c, 0, options.tp);
+  const size_t block_bytes =
+      RankKvCache::BytesPerBlock(c.num_layers, options.block_size, shape0.kv_heads, c.head_dim) *
+      options.tp;
+  const int num_blocks = static_cast<int>((static_cast<size_t>(options.kv_cache_mb) << 20) / block_bytes);
+  if (num_blocks < 1) {
+    return InvalidArgument("--kv-cache-mb " + std::to_string(options.kv_cache_mb) +
+                           " holds no block of " + std::to_string(block_bytes) + " bytes");
+  }
+  engine->block_pool_ = std::make_unique<KvBlockPool>(num_blocks);
+
+  auto comms = InProcessCommunicator::CreateGroup(options.tp);
+  for (int r = 0; r < options.tp; ++r) {
+    auto rank = std::make_unique<Rank>();
+    ASSIGN_OR_RETURN(RankWeights weights, LoadRankWeights(model.checkpoint, c, r, options.tp));
+    engine->weight_bytes_per_rank_ = weights.Bytes();
+    rank->comm = std::move(comms[r]);
+    rank->pool = std::make_unique<cpu::ThreadPool>(engine->threads_per_rank_);
+    rank->kv_cache = std::make_unique<RankKvCache>(c.num_layers, num_blocks, options.block_size,
+                                                   weights.shape.kv_heads, c.head_dim);
+    DecoderOptions decoder_options{.skip_mlp_allreduce_layer = options.skip_mlp_allreduce_layer};
+    rank->decoder = std::make_unique<Decoder>(engine->config_, std::move(weights),
+                                              rank->kv_cache.get(), rank->comm.get(),
+                                              rank->pool.get(), decoder_options);
+    engine->ranks_.push_back(std::move(rank));
+  }
+  for (int r = 0; r < options.tp; ++r) {
+    engine->threads_.emplace_back([e = engine.get(), r] { e->RankLoop(r); });
+  }
+  return engine;
+}
+
+Engine::~Engine() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stop_ = true;
+  }
+  work_ready_.notify_all();
+  for (auto& thread : threads_) thread.join();
+}
+
+void Engine::RankLoop(int r) {
+  Rank& rank = *ranks_[r];
+  uint64_t seen = 0;
+  while (true) {
+    const StepPlan* plan;
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      work_ready_.wait(lock, [&] { return stop_ || generation_ != seen; });
+      if (stop_) return;
+      seen = generation_;
+      plan = plan_;
+    }
+    rank.trace = RankTrace{.rank = r};
+    rank.status = rank.decoder->Forward(*plan, &rank.logits, &rank.trace);
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      ++finished_;
+    }
+    work_done_.notify_one();
+  }
+}
+
+Result<StepResult> Engine::Step(const StepPlan& plan) {
+  // Check the plan before any rank sees it: a bad plan must fail alone.
+  for (const SequencePlan& seq : plan.sequences) {
+    if (seq.tokens.empty()) return InvalidArgument("sequence " + std::to_string(seq.sequence_id) + " has no tokens");
+    const int end = seq.start_position + static_cast<int>(seq.tokens.size());
+    if (seq.start_position < 0 || static_cast<int>(seq.block_table.size()) * options_.block_size < end) {
+      return InvalidArgument("sequence " + std::to_string(seq.sequence_id) + ": block table covers " +
+                             std::to_string(seq.block_table.size() * options_.block_size) +
+                             " positions, needs " + std::to_string(end));
+    }
+    for (int32_t block : seq.block_table) {
+      if (block < 0 || block >= block_pool_->total_blocks()) {
+        return InvalidArgument("sequence " + std::to_string(seq.sequence_id) + ": block id " +
+                               std::to_string(block) + " out of range");
+      }
+    }
+    for (int32_t id : seq.tokens) {
+      if (id < 0 || id >= config_.vocab_size) {
+        return InvalidArgument("token id " + std::to_string(id) + " is outside the vocabulary (" +
+                               std::to_string(config_.vocab_size) + ")");
+      }
+    }
+  }
+  const auto start = std::chrono::steady_clock::now();
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    plan_ = &plan;
+    finished_ = 0;
+    ++generation_;
+  }
+  work_ready_.notify_all();
+  {
+    std::unique_lock<std::mutex> lock(mutex_);
+    work_done_.wait(lock, [&] { return finished_ == options_.tp; });
+  }
+  for (const auto& rank : ranks_) RETURN_IF_ERROR(rank->status);
+
+  StepResult result;
+  StepTrace& trace = result.trace;
+  trace.step_id = plan.step_id;
+  trace.batch_size = static_cast<int>(plan.sequences.size());
+  for (const SequencePlan& seq : plan.sequences) {
+    (seq.tokens.size() == 1 ? trace.decode_tokens : trace.prefill_tokens) += static_cast<int>(seq.tokens.size());
+  }
+  for (auto& rank : ranks_) trace.ranks.push_back(std::move(rank->trace));
+  // Drop the vocabulary padding: [rows, vocab_padded] -> [rows, vocab_size].
+  const std::vector<float>& padded = ranks_[0]->logits;
+  const int vocab_padded = ranks_[0]->decoder->shape().vocab_padded;
+  result.logit_rows = vocab_padded ? static_cast<int>(padded.size() / vocab_padded) : 0;
+  result.logits.resize(static_cast<size_t>(result.logit_rows) * config_.vocab_size);
+  for (int row = 0; row < result.logit_rows; ++row) {
+    std::copy_n(padded.begin() + static_cast<size_t>(row) * vocab_padded, config_.vocab_size,
+                result.logits.begin() + static_cast<size_t>(row) * config_.vocab_size);
+  }
+  trace.step_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                      std::chrono::steady_clock::now() - start).count();
+  return result;
+}
+
+}  // namespace tpserve

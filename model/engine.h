@@ -1,0 +1,67 @@
+// The engine: one RankWorker thread per tensor-parallel rank, each with its shard of the weights,
+// its KV cache, its communicator and its compute threads. Step() hands every rank the same
+// immutable StepPlan and returns the logits and the step trace; ranks never see the scheduler.
+#pragma once
+
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "common/status.h"
+#include "model/kv_cache.h"
+#include "model/model_directory.h"
+#include "model/step_plan.h"
+
+namespace tpserve {
+
+struct EngineOptions {
+  int tp = 1;
+  int threads = 0;         // compute threads in all, shared out among ranks (0: all cores)
+  int block_size = 16;     // tokens per KV block
+  int kv_cache_mb = 256;   // KV cache size in MiB, all ranks together
+  int skip_mlp_allreduce_layer = -1;  // fault injection for tests
+};
+
+class Engine {
+ public:
+  static Result<std::unique_ptr<Engine>> Create(const ModelDirectory& model,
+                                                const EngineOptions& options);
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Runs one step on all ranks. Block tables must come from block_pool().
+  Result<StepResult> Step(const StepPlan& plan);
+
+  KvBlockPool& block_pool() { return *block_pool_; }
+  int block_size() const { return options_.block_size; }
+  int tp() const { return options_.tp; }
+  int threads_per_rank() const { return threads_per_rank_; }
+  const ModelConfig& config() const { return config_; }
+  size_t weight_bytes_per_rank() const { return weight_bytes_per_rank_; }
+
+ private:
+  struct Rank;
+  Engine(const ModelConfig& config, const EngineOptions& options);
+  void RankLoop(int rank);
+
+  ModelConfig config_;
+  EngineOptions options_;
+  int threads_per_rank_ = 1;
+  size_t weight_bytes_per_rank_ = 0;
+  std::unique_ptr<KvBlockPool> block_pool_;
+  std::vector<std::unique_ptr<Rank>> ranks_;
+  std::vector<std::thread> threads_;
+
+  // Hand-off between Step() and the rank threads.
+  std::mutex mutex_;
+  std::condition_variable work_ready_, work_done_;
+  const StepPlan* plan_ = nullptr;
+  uint64_t generation_ = 0;
+  int finished_ = 0;
+  bool stop_ = false;
+};
+
+}  // namespace tpserve

@@ -1,0 +1,153 @@
+#include "model/generator.h"
+
+#include <algorithm>
+
+namespace tpserve {
+namespace {
+
+struct Sequence {
+  size_t request = 0;
+  Sampler sampler{0};
+  std::vector<int32_t> blocks;
+  size_t prefilled = 0;  // prompt tokens already in the KV cache
+  bool done = false;
+};
+
+}  // namespace
+
+Status Generator::Validate(const GenerationRequest& r, size_t index) const {
+  const ModelConfig& c = engine_->config();
+  const std::string who = "request " + std::to_string(index) + ": ";
+  if (r.prompt.empty()) return InvalidArgument(who + "prompt is empty");
+  if (r.max_tokens < 1) return InvalidArgument(who + "max_tokens must be at least 1");
+  const size_t needed = r.prompt.size() + r.max_tokens;
+  if (needed > static_cast<size_t>(c.max_position_embeddings)) {
+    return InvalidArgument(who + "prompt (" + std::to_string(r.prompt.size()) + " tokens) + max_tokens (" +
+                           std::to_string(r.max_tokens) + ") exceeds the context window of " +
+                           std::to_string(c.max_position_embeddings));
+  }
+  for (int32_t id : r.prompt) {
+    if (id < 0 || id >= c.vocab_size) {
+      return InvalidArgument(who + "token id " + std::to_string(id) + " is outside the vocabulary");
+    }
+  }
+  const SamplingParams& s = r.sampling;
+  if (s.temperature < 0) return InvalidArgument(who + "temperature must be >= 0");
+  if (!(s.top_p > 0 && s.top_p <= 1)) return InvalidArgument(who + "top_p must be in (0, 1]");
+  if (s.top_k < 0) return InvalidArgument(who + "top_k must be >= 0");
+  return Status::Ok();
+}
+
+Result<std::vector<GenerationOutput>> Generator::Run(const std::vector<GenerationRequest>& requests,
+                                                     const GenerationOptions& options,
+                                                     const TokenCallback& on_token,
+                                                     std::vector<StepTrace>* traces) {
+  if (options.max_batched_tokens < 1) return InvalidArgument("max_batched_tokens must be at least 1");
+  KvBlockPool& pool = engine_->block_pool();
+  const int block_size = engine_->block_size();
+  std::vector<Sequence> sequences(requests.size());
+  std::vector<GenerationOutput> outputs(requests.size());
+  auto release = [&](Sequence& s) {
+    for (int32_t b : s.blocks) pool.Free(b);
+    s.blocks.clear();
+  };
+  auto release_all = [&] {
+    for (auto& s : sequences) release(s);
+  };
+
+  // Admission: every request gets the blocks its whole generation needs, up front.
+  for (size_t i = 0; i < requests.size(); ++i) {
+    RETURN_IF_ERROR(Validate(requests[i], i));
+    const size_t positions = requests[i].prompt.size() + requests[i].max_tokens;
+    const size_t blocks = (positions + block_size - 1) / block_size;
+    Sequence& s = sequences[i];
+    s.request = i;
+    s.sampler = Sampler(requests[i].sampling.seed);
+    for (size_t b = 0; b < blocks; ++b) {
+      auto block = pool.Allocate();
+      if (!block) {
+        release_all();
+        return Status(StatusCode::kResourceExhausted,
+                      "KV cache too small: request " + std::to_string(i) + " needs " +
+                          std::to_string(blocks) + " blocks, " + std::to_string(pool.total_blocks()) +
+                          " in all (raise --kv-cache-mb)");
+      }
+      s.blocks.push_back(*block);
+    }
+  }
+
+  const std::vector<int>& eos = engine_->config().eos_token_ids;
+  for (int64_t step_id = 0;; ++step_id) {
+    StepPlan plan;
+    plan.step_id = step_id;
+    std::vector<size_t> planned;  // sequence index of each plan entry
+    int budget = options.max_batched_tokens;
+    // Decodes first (one token each), then prompt chunks with what is left of the budget.
+    for (int pass = 0; pass < 2; ++pass) {
+      for (size_t i = 0; i < sequences.size(); ++i) {
+        Sequence& s = sequences[i];
+        const GenerationRequest& r = requests[s.request];
+        const bool decoding = s.prefilled == r.prompt.size();
+        if (s.done || decoding != (pass == 0) || budget == 0) continue;
+        SequencePlan p;
+        p.sequence_id = static_cast<int64_t>(i);
+        p.block_table = s.blocks;
+        if (decoding) {
+          p.tokens = {outputs[i].tokens.back().id};
+          p.start_position = static_cast<int32_t>(r.prompt.size() + outputs[i].tokens.size() - 1);
+        } else {
+          const size_t chunk = std::min<size_t>(budget, r.prompt.size() - s.prefilled);
+          p.tokens.assign(r.prompt.begin() + s.prefilled, r.prompt.begin() + s.prefilled + chunk);
+          p.start_position = static_cast<int32_t>(s.prefilled);
+          p.want_logits = s.prefilled + chunk == r.prompt.size();
+        }
+        budget -= static_cast<int>(p.tokens.size());
+        plan.sequences.push_back(std::move(p));
+        planned.push_back(i);
+      }
+    }
+    if (plan.sequences.empty()) break;
+
+    auto result = engine_->Step(plan);
+    if (!result.ok()) {
+      release_all();
+      return result.status();
+    }
+    int row = 0;
+    const int vocab = engine_->config().vocab_size;
+    for (size_t k = 0; k < planned.size(); ++k) {
+      Sequence& s = sequences[planned[k]];
+      const GenerationRequest& r = requests[s.request];
+      if (s.prefilled < r.prompt.size()) s.prefilled += plan.sequences[k].tokens.size();
+      if (!plan.sequences[k].want_logits) continue;
+      std::span<const float> logits(result->logits.data() + static_cast<size_t>(row++) * vocab, vocab);
+      GenerationOutput& out = outputs[planned[k]];
+      std::vector<int32_t> banned;
+      const bool may_stop = static_cast<int>(out.tokens.size()) >= r.sampling.min_tokens;
+      if (!may_stop) {
+        banned.assign(r.sampling.stop_token_ids.begin(), r.sampling.stop_token_ids.end());
+        if (!r.sampling.ignore_eos) banned.insert(banned.end(), eos.begin(), eos.end());
+      }
+      out.tokens.push_back(s.sampler.Sample(logits, r.sampling, banned));
+      if (on_token) on_token(planned[k], out.tokens.back());
+      const int32_t id = out.tokens.back().id;
+      const bool is_stop =
+          std::find(r.sampling.stop_token_ids.begin(), r.sampling.stop_token_ids.end(), id) !=
+              r.sampling.stop_token_ids.end() ||
+          (!r.sampling.ignore_eos && std::find(eos.begin(), eos.end(), id) != eos.end());
+      if (is_stop) {
+        out.finish_reason = "stop";
+      } else if (static_cast<int>(out.tokens.size()) == r.max_tokens) {
+        out.finish_reason = "length";
+      }
+      if (!out.finish_reason.empty()) {
+        s.done = true;
+        release(s);
+      }
+    }
+    if (traces) traces->push_back(std::move(result->trace));
+  }
+  return outputs;
+}
+
+}  // namespace tpserve

@@ -1,0 +1,50 @@
+// Offline generation over the engine: admits a set of requests, prefills their prompts in chunks
+// under a per-step token budget while already-prefilled sequences keep decoding, samples, and
+// stops each sequence on eos / stop tokens or max_tokens. The gRPC server's scheduler (issue 4)
+// replaces the admission part; the step loop is the same.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "model/engine.h"
+#include "model/sampler.h"
+
+namespace tpserve {
+
+struct GenerationRequest {
+  std::vector<int32_t> prompt;
+  int max_tokens = 16;
+  SamplingParams sampling;
+};
+
+struct GenerationOutput {
+  std::vector<SampledToken> tokens;
+  std::string finish_reason;  // "length" or "stop"
+};
+
+struct GenerationOptions {
+  int max_batched_tokens = 2048;  // tokens per step, prefill chunks included
+};
+
+// Called as each token is sampled: (request index, token).
+using TokenCallback = std::function<void(size_t, const SampledToken&)>;
+
+class Generator {
+ public:
+  explicit Generator(Engine* engine) : engine_(engine) {}
+
+  // `traces`, when given, receives every step's trace.
+  Result<std::vector<GenerationOutput>> Run(const std::vector<GenerationRequest>& requests,
+                                            const GenerationOptions& options,
+                                            const TokenCallback& on_token = {},
+                                            std::vector<StepTrace>* traces = nullptr);
+
+ private:
+  Status Validate(const GenerationRequest& request, size_t index) const;
+  Engine* engine_;
+};
+
+}  // namespace tpserve

@@ -1,0 +1,71 @@
+#include "model/rank_weights.h"
+
+#include "model/weight_layout.h"
+
+namespace tpserve {
+
+RankShape ShapeForRank(const ModelConfig& c, int rank, int tp) {
+  RankShape s;
+  s.rank = rank;
+  s.tp = tp;
+  s.heads = c.num_heads / tp;
+  s.kv_heads = c.num_kv_heads >= tp ? c.num_kv_heads / tp : 1;
+  s.head_dim = c.head_dim;
+  s.ffn = c.intermediate_size / tp;
+  s.vocab_padded = (c.vocab_size + tp - 1) / tp * tp;
+  s.vocab = s.vocab_padded / tp;
+  s.vocab_begin = s.vocab * rank;
+  return s;
+}
+
+size_t RankWeights::Bytes() const {
+  size_t bytes = embed.bytes.size() + final_norm.bytes.size() + lm_head.bytes.size();
+  for (const auto& l : layers) {
+    for (const HostTensor* t : {&l.attn_norm, &l.wq, &l.wk, &l.wv, &l.bq, &l.bk, &l.bv, &l.wo,
+                                &l.mlp_norm, &l.w_gate, &l.w_up, &l.w_down}) {
+      bytes += t->bytes.size();
+    }
+  }
+  return bytes;
+}
+
+Result<RankWeights> LoadRankWeights(const Checkpoint& checkpoint, const ModelConfig& config,
+                                    int rank, int tp) {
+  RETURN_IF_ERROR(CheckTensorParallel(config, tp));
+  RankWeights w;
+  w.shape = ShapeForRank(config, rank, tp);
+  w.layers.resize(config.num_layers);
+  // Norms and biases are small and added in f32; projections stay bf16.
+  for (const WeightSpec& spec : ExpectedWeights(config)) {
+    const bool is_vector = spec.shape.size() == 1;
+    ASSIGN_OR_RETURN(HostTensor t, checkpoint.Read(spec.name, is_vector ? DType::kF32 : DType::kBF16,
+                                                   SliceFor(spec, config, rank, tp)));
+    const std::string& n = spec.name;
+    if (n == "model.embed_tokens.weight") { w.embed = std::move(t); continue; }
+    if (n == "model.norm.weight") { w.final_norm = std::move(t); continue; }
+    if (n == "lm_head.weight") { w.lm_head = std::move(t); continue; }
+    // "model.layers.<i>.<rest>"
+    const size_t dot = n.find('.', 13);
+    LayerWeights& l = w.layers[std::stoi(n.substr(13, dot - 13))];
+    const std::string rest = n.substr(dot + 1);
+    HostTensor* slot =
+        rest == "input_layernorm.weight" ? &l.attn_norm
+        : rest == "self_attn.q_proj.weight" ? &l.wq
+        : rest == "self_attn.k_proj.weight" ? &l.wk
+        : rest == "self_attn.v_proj.weight" ? &l.wv
+        : rest == "self_attn.q_proj.bias" ? &l.bq
+        : rest == "self_attn.k_proj.bias" ? &l.bk
+        : rest == "self_attn.v_proj.bias" ? &l.bv
+        : rest == "self_attn.o_proj.weight" ? &l.wo
+        : rest == "post_attention_layernorm.weight" ? &l.mlp_norm
+        : rest == "mlp.gate_proj.weight" ? &l.w_gate
+        : rest == "mlp.up_proj.weight" ? &l.w_up
+        : rest == "mlp.down_proj.weight" ? &l.w_down
+        : nullptr;
+    if (slot == nullptr) return Internal("weight_layout lists '" + n + "' but no slot holds it");
+    *slot = std::move(t);
+  }
+  return w;
+}
+
+}  // namespace tpserve

@@ -1,0 +1,58 @@
+// One rank's shard of every weight, read from the checkpoint through weight_layout's slices.
+// Projections stay bf16 ([out, in] as in the checkpoint); norms and biases become f32.
+#pragma once
+
+#include <vector>
+
+#include "common/status.h"
+#include "model/checkpoint.h"
+#include "model/host_tensor.h"
+#include "model/model_config.h"
+
+namespace tpserve {
+
+struct LayerWeights {
+  HostTensor attn_norm;  // [hidden] f32
+  HostTensor wq;         // [q_local, hidden] bf16, q_local = heads_local * head_dim
+  HostTensor wk;         // [kv_local, hidden] bf16, kv_local = kv_heads_local * head_dim
+  HostTensor wv;         // [kv_local, hidden] bf16
+  HostTensor bq;         // [q_local] f32 (attention_bias models only, else empty)
+  HostTensor bk;         // [kv_local] f32
+  HostTensor bv;         // [kv_local] f32
+  HostTensor wo;         // [hidden, q_local] bf16 (row-parallel)
+  HostTensor mlp_norm;   // [hidden] f32
+  HostTensor w_gate;     // [ffn_local, hidden] bf16
+  HostTensor w_up;       // [ffn_local, hidden] bf16
+  HostTensor w_down;     // [hidden, ffn_local] bf16 (row-parallel)
+};
+
+// How the model divides among ranks (Megatron-style).
+struct RankShape {
+  int rank = 0;
+  int tp = 1;
+  int heads = 0;        // query heads on this rank
+  int kv_heads = 0;     // KV heads on this rank (1 when replicated)
+  int head_dim = 0;
+  int ffn = 0;          // intermediate features on this rank
+  int vocab = 0;        // vocabulary rows on this rank (padded vocab / tp)
+  int vocab_begin = 0;  // first vocabulary id of this rank
+  int vocab_padded = 0; // vocab_size rounded up to a multiple of tp
+};
+
+RankShape ShapeForRank(const ModelConfig& config, int rank, int tp);
+
+struct RankWeights {
+  RankShape shape;
+  HostTensor embed;       // [vocab_local, hidden] bf16, rows past vocab_size are zero
+  std::vector<LayerWeights> layers;
+  HostTensor final_norm;  // [hidden] f32
+  HostTensor lm_head;     // [vocab_local, hidden] bf16; empty when tied to `embed`
+
+  const HostTensor& output_projection() const { return lm_head.bytes.empty() ? embed : lm_head; }
+  size_t Bytes() const;
+};
+
+Result<RankWeights> LoadRankWeights(const Checkpoint& checkpoint, const ModelConfig& config,
+                                    int rank, int tp);
+
+}  // namespace tpserve

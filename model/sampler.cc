@@ -1,0 +1,94 @@
+#include "model/sampler.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+namespace tpserve {
+
+double Sampler::Uniform() {
+  uint64_t z = (state_ += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  z ^= z >> 31;
+  return static_cast<double>(z >> 11) * 0x1.0p-53;
+}
+
+SampledToken Sampler::Sample(std::span<const float> logits, const SamplingParams& params,
+                             std::span<const int32_t> banned) {
+  const int vocab = static_cast<int>(logits.size());
+  std::vector<bool> is_banned(vocab, false);
+  for (int32_t id : banned) {
+    if (id >= 0 && id < vocab) is_banned[id] = true;
+  }
+
+  // log-softmax of the raw logits (for reporting).
+  double max_logit = -INFINITY;
+  for (float l : logits) max_logit = std::max<double>(max_logit, l);
+  double sum = 0;
+  for (float l : logits) sum += std::exp(l - max_logit);
+  const double log_z = max_logit + std::log(sum);
+  auto logprob = [&](int id) { return static_cast<float>(logits[id] - log_z); };
+
+  SampledToken result;
+  if (params.temperature <= 0.0f) {
+    int best = -1;
+    for (int id = 0; id < vocab; ++id) {
+      if (!is_banned[id] && (best < 0 || logits[id] > logits[best])) best = id;  // lowest id on ties
+    }
+    result.id = best;
+  } else {
+    // Candidates in descending logit order (ties: lower id first), then top-k, then top-p.
+    std::vector<int32_t> order(vocab);
+    std::iota(order.begin(), order.end(), 0);
+    order.erase(std::remove_if(order.begin(), order.end(), [&](int32_t id) { return is_banned[id]; }),
+                order.end());
+    const size_t k = params.top_k > 0 ? std::min<size_t>(params.top_k, order.size()) : order.size();
+    std::partial_sort(order.begin(), order.begin() + k, order.end(), [&](int32_t a, int32_t b) {
+      return logits[a] != logits[b] ? logits[a] > logits[b] : a < b;
+    });
+    order.resize(k);
+    std::vector<double> probs(order.size());
+    const double top = logits[order[0]] / params.temperature;
+    double total = 0;
+    for (size_t i = 0; i < order.size(); ++i) {
+      probs[i] = std::exp(logits[order[i]] / params.temperature - top);
+      total += probs[i];
+    }
+    size_t keep = order.size();
+    if (params.top_p < 1.0f) {
+      double cumulative = 0;
+      for (size_t i = 0; i < order.size(); ++i) {
+        cumulative += probs[i] / total;
+        if (cumulative >= params.top_p) {
+          keep = i + 1;  // the smallest prefix whose mass reaches top_p
+          break;
+        }
+      }
+    }
+    double kept = 0;
+    for (size_t i = 0; i < keep; ++i) kept += probs[i];
+    double u = Uniform() * kept;
+    result.id = order[keep - 1];
+    for (size_t i = 0; i < keep; ++i) {
+      if (u < probs[i]) {
+        result.id = order[i];
+        break;
+      }
+      u -= probs[i];
+    }
+  }
+  result.logprob = logprob(result.id);
+  if (params.logprobs > 0) {
+    std::vector<int32_t> ids(vocab);
+    std::iota(ids.begin(), ids.end(), 0);
+    const size_t n = std::min<size_t>(params.logprobs, vocab);
+    std::partial_sort(ids.begin(), ids.begin() + n, ids.end(), [&](int32_t a, int32_t b) {
+      return logits[a] != logits[b] ? logits[a] > logits[b] : a < b;
+    });
+    for (size_t i = 0; i < n; ++i) result.top.push_back({ids[i], logprob(ids[i])});
+  }
+  return result;
+}
+
+}  // namespace tpserve

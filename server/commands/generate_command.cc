@@ -1,0 +1,161 @@
+#include <spdlog/spdlog.h>
+
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+#include "model/engine.h"
+#include "model/generator.h"
+#include "model/model_directory.h"
+#include "model/tokenizer/incremental_decoder.h"
+#include "model/trace_report.h"
+#include "server/commands/commands.h"
+
+namespace tpserve {
+namespace {
+
+struct GenerateOptions {
+  std::string model;
+  std::string prompt;
+  int max_tokens = 32;
+  int batch = 1;
+  bool json = false;
+  bool profile = false;
+  std::string trace_file;
+  EngineOptions engine;
+  GenerationOptions generation;
+  SamplingParams sampling;
+};
+
+nlohmann::json LogprobsJson(const std::vector<SampledToken>& tokens) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const SampledToken& t : tokens) {
+    nlohmann::json top = nlohmann::json::array();
+    for (const TokenLogprob& alt : t.top) top.push_back({{"id", alt.id}, {"logprob", alt.logprob}});
+    out.push_back({{"id", t.id}, {"logprob", t.logprob}, {"top", top}});
+  }
+  return out;
+}
+
+int Run(const GenerateOptions& options) {
+  auto model = OpenModelDirectory(options.model);
+  if (!model.ok()) {
+    spdlog::error("generate: {}", model.status().ToString());
+    return 1;
+  }
+  auto prompt = EncodePrompt(*model, options.prompt);
+  if (!prompt.ok()) {
+    spdlog::error("generate: --prompt: {}", prompt.status().message());
+    return 1;
+  }
+  auto engine = Engine::Create(*model, options.engine);
+  if (!engine.ok()) {
+    spdlog::error("generate: {}", engine.status().ToString());
+    return 1;
+  }
+  spdlog::info("generate: {} on tp={} ({} threads per rank), {} prompt tokens, batch {}",
+               model->config.architecture_name, options.engine.tp, (*engine)->threads_per_rank(),
+               prompt->size(), options.batch);
+
+  std::vector<GenerationRequest> requests(options.batch);
+  for (int i = 0; i < options.batch; ++i) {
+    requests[i] = {*prompt, options.max_tokens, options.sampling};
+    requests[i].sampling.seed = options.sampling.seed + i;
+  }
+  // Stream request 0's text as it is generated (never a broken UTF-8 sequence).
+  IncrementalDecoder stream(model->tokenizer, /*skip_special=*/true);
+  TokenCallback on_token = [&](size_t request, const SampledToken& token) {
+    if (options.json || request != 0) return;
+    auto text = stream.Push(token.id);
+    if (text.ok()) std::fputs(text->c_str(), stdout);
+    std::fflush(stdout);
+  };
+  if (!options.json) std::printf("%s", options.prompt.c_str());
+  std::vector<StepTrace> traces;
+  Generator generator(engine->get());
+  auto outputs = generator.Run(requests, options.generation, on_token, &traces);
+  if (!outputs.ok()) {
+    spdlog::error("generate: {}", outputs.status().ToString());
+    return 1;
+  }
+  if (!options.json) std::printf("%s\n", stream.Finish().c_str());
+
+  const TraceSummary summary = Summarize(traces);
+  if (!options.trace_file.empty()) {
+    Status written = WriteChromeTrace(traces, options.trace_file);
+    if (!written.ok()) spdlog::error("generate: {}", written.message());
+  }
+  if (options.json) {
+    nlohmann::json out = {{"model", options.model}, {"tp", options.engine.tp},
+                          {"threads_per_rank", (*engine)->threads_per_rank()},
+                          {"batch", options.batch}, {"prompt_token_ids", *prompt}};
+    for (const GenerationOutput& o : *outputs) {
+      std::vector<int32_t> ids;
+      for (const auto& t : o.tokens) ids.push_back(t.id);
+      nlohmann::json entry = {{"token_ids", ids},
+                              {"text", model->tokenizer.Decode(ids, true).value()},
+                              {"finish_reason", o.finish_reason}};
+      if (options.sampling.logprobs > 0) entry["logprobs"] = LogprobsJson(o.tokens);
+      out["outputs"].push_back(entry);
+    }
+    out["timing"] = {{"steps", summary.steps},
+                     {"prefill_s", summary.prefill_s},
+                     {"decode_s", summary.decode_s},
+                     {"decode_tokens", summary.decode_tokens},
+                     {"decode_tokens_per_s", summary.decode_tokens_per_s},
+                     {"mean_decode_step_ms", summary.mean_decode_step_ms},
+                     {"comm_share", summary.comm_share},
+                     {"host_share", summary.host_share}};
+    std::printf("%s\n", out.dump().c_str());
+  } else {
+    std::fprintf(stderr, "[%lld decode tokens in %.2f s: %.1f tokens/s; prefill %.3f s]\n",
+                 static_cast<long long>(summary.decode_tokens), summary.decode_s,
+                 summary.decode_tokens_per_s, summary.prefill_s);
+  }
+  if (options.profile) std::fprintf(stderr, "%s", FormatProfile(traces).c_str());
+  return 0;
+}
+
+}  // namespace
+
+void AddEngineFlags(CLI::App* cmd, EngineOptions* engine) {
+  cmd->add_option("--tp", engine->tp, "Tensor-parallel degree (ranks)")->capture_default_str();
+  cmd->add_option("--threads", engine->threads,
+                  "Compute threads in all, shared out among ranks (0: every core)")
+      ->capture_default_str();
+  cmd->add_option("--block-size", engine->block_size, "Tokens per KV-cache block")->capture_default_str();
+  cmd->add_option("--kv-cache-mb", engine->kv_cache_mb, "KV cache size in MiB (all ranks)")
+      ->capture_default_str();
+}
+
+void AddGenerateCommand(CLI::App& app, CommandAction* action) {
+  auto options = std::make_shared<GenerateOptions>();
+  CLI::App* cmd = app.add_subcommand(
+      "generate",
+      "Run prefill + decode offline on the tensor-parallel engine and print the text as it is\n"
+      "generated; --profile prints where each decode step's time went, --json one JSON object.");
+  cmd->add_option("--model", options->model, "Model directory")->required();
+  cmd->add_option("--prompt", options->prompt, "Prompt text")->required();
+  cmd->add_option("--max-tokens", options->max_tokens, "Tokens to generate")->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--batch", options->batch, "Copies of the prompt decoded together")
+      ->capture_default_str()->check(CLI::PositiveNumber);
+  AddEngineFlags(cmd, &options->engine);
+  cmd->add_option("--max-batched-tokens", options->generation.max_batched_tokens,
+                  "Token budget per step (long prompts are prefilled in chunks)")->capture_default_str();
+  cmd->add_option("--temperature", options->sampling.temperature, "0: greedy")->capture_default_str();
+  cmd->add_option("--top-k", options->sampling.top_k, "0: off")->capture_default_str();
+  cmd->add_option("--top-p", options->sampling.top_p, "Nucleus mass in (0, 1]")->capture_default_str();
+  cmd->add_option("--seed", options->sampling.seed, "Sampling seed (request i uses seed + i)")
+      ->capture_default_str();
+  cmd->add_option("--min-tokens", options->sampling.min_tokens, "No eos/stop before this many tokens");
+  cmd->add_flag("--ignore-eos", options->sampling.ignore_eos, "Always generate --max-tokens tokens");
+  cmd->add_option("--logprobs", options->sampling.logprobs,
+                  "Report each token's log-probability and the top-N alternatives (raw logits)");
+  cmd->add_flag("--json", options->json, "Print one JSON object (schema: docs/API.md)");
+  cmd->add_flag("--profile", options->profile, "Print the per-op latency breakdown of decode steps");
+  cmd->add_option("--trace-file", options->trace_file,
+                  "Write a Chrome/Perfetto trace (one track per rank) to this file");
+  cmd->callback([options, action] { *action = [options] { return Run(*options); }; });
+}
+
+}  // namespace tpserve
