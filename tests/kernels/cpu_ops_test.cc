@@ -1,0 +1,153 @@
+// CPU kernels against hand-computed values and naive float64 loops.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "common/dtype.h"
+#include "kernels/cpu/linear.h"
+#include "kernels/cpu/ops.h"
+#include "kernels/cpu/thread_pool.h"
+
+namespace tpserve::cpu {
+namespace {
+
+// Values computed by hand from the formulas in Hugging Face's modeling code (rotate_half,
+// _compute_llama3_parameters), independently of this implementation.
+TEST(Rope, RotateHalfLayoutHandComputed) {
+  // head_dim 4, theta 10000: inv_freq = [1, 0.01]; position 3; pairs (x0, x2) and (x1, x3).
+  RopeParams params{.head_dim = 4, .theta = 10000.0};
+  auto inv_freq = RopeInverseFrequencies(params);
+  ASSERT_EQ(inv_freq.size(), 2u);
+  EXPECT_DOUBLE_EQ(inv_freq[0], 1.0);
+  EXPECT_DOUBLE_EQ(inv_freq[1], 0.01);
+  float cos[2], sin[2];
+  RopeAngles(inv_freq, 3, cos, sin);
+  float x[4] = {1, 2, 3, 4};
+  ApplyRope(x, 1, 4, cos, sin);
+  EXPECT_NEAR(x[0], -1.413352520780047, 1e-6);
+  EXPECT_NEAR(x[1], 1.8791180666879925, 1e-6);
+  EXPECT_NEAR(x[2], -2.828857481741469, 1e-6);
+  EXPECT_NEAR(x[3], 4.058191135400942, 1e-6);
+}
+
+TEST(Rope, Llama3ScalingHandComputed) {
+  // head_dim 8, theta 10000 -> inv_freq 1, 0.1, 0.01, 0.001 (wavelengths 6.3, 63, 628, 6283).
+  // original context 64, factors low 1 / high 4: wavelength < 16 kept, > 64 divided by 8, and
+  // 62.8 blended: smooth = (64 / 62.83 - 1) / 3.
+  RopeParams params{.head_dim = 8, .theta = 10000.0, .scaling = RopeParams::Scaling::kLlama3,
+                    .factor = 8.0, .low_freq_factor = 1.0, .high_freq_factor = 4.0,
+                    .original_max_position_embeddings = 64};
+  auto f = RopeInverseFrequencies(params);
+  EXPECT_DOUBLE_EQ(f[0], 1.0);
+  EXPECT_NEAR(f[1], 0.013042256043820465, 1e-15);
+  EXPECT_NEAR(f[2], 0.00125, 1e-15);
+  EXPECT_NEAR(f[3], 0.000125, 1e-15);
+}
+
+TEST(Attention, GqaHeadsReadTheirGroupsKvHead) {
+  // 4 query heads over 2 KV heads: heads 0,1 -> KV head 0; heads 2,3 -> KV head 1. One position,
+  // so softmax is 1 and each head's output is exactly its KV head's value.
+  const int head_dim = 2, block_size = 4;
+  std::vector<float> keys(block_size * 2 * head_dim, 0.0f), values(block_size * 2 * head_dim, 0.0f);
+  values[0] = 10; values[1] = 11;  // block 0, slot 0, KV head 0
+  values[2] = 20; values[3] = 21;  // KV head 1
+  KvLayerView kv{keys.data(), values.data(), block_size, 2, head_dim};
+  const int32_t block_table[1] = {0};
+  float q[8] = {1, 2, 3, 4, 5, 6, 7, 8}, out[8], scores[1];
+  AttendOneToken(q, 4, kv, block_table, 1, 1.0f, out, scores);
+  EXPECT_EQ(out[0], 10); EXPECT_EQ(out[1], 11);
+  EXPECT_EQ(out[2], 10); EXPECT_EQ(out[3], 11);
+  EXPECT_EQ(out[4], 20); EXPECT_EQ(out[5], 21);
+  EXPECT_EQ(out[6], 20); EXPECT_EQ(out[7], 21);
+}
+
+TEST(Attention, MatchesNaiveSoftmaxOverPagedBlocks) {
+  const int heads = 2, kv_heads = 1, d = 8, block_size = 3, length = 7;
+  std::mt19937 random(3);
+  std::normal_distribution<float> normal;
+  // Blocks 2, 0, 1 in that order hold positions 0-2, 3-5, 6.
+  const int32_t block_table[3] = {2, 0, 1};
+  std::vector<float> keys(3 * block_size * kv_heads * d), values(keys.size());
+  for (auto& v : keys) v = normal(random);
+  for (auto& v : values) v = normal(random);
+  std::vector<float> q(heads * d);
+  for (auto& v : q) v = normal(random);
+  std::vector<float> out(heads * d), scores(length);
+  const float scale = 0.3f;
+  AttendOneToken(q.data(), heads, {keys.data(), values.data(), block_size, kv_heads, d}, block_table,
+                 length, scale, out.data(), scores.data());
+  for (int h = 0; h < heads; ++h) {
+    std::vector<double> s(length);
+    double max_s = -1e300, z = 0;
+    for (int p = 0; p < length; ++p) {
+      const float* k = &keys[(block_table[p / block_size] * block_size + p % block_size) * d];
+      double dot = 0;
+      for (int i = 0; i < d; ++i) dot += static_cast<double>(q[h * d + i]) * k[i];
+      s[p] = dot * scale;
+      max_s = std::max(max_s, s[p]);
+    }
+    for (double& v : s) z += (v = std::exp(v - max_s));
+    for (int i = 0; i < d; ++i) {
+      double expected = 0;
+      for (int p = 0; p < length; ++p) {
+        expected += s[p] / z * values[(block_table[p / block_size] * block_size + p % block_size) * d + i];
+      }
+      EXPECT_NEAR(out[h * d + i], expected, 1e-5) << h << "," << i;
+    }
+  }
+}
+
+TEST(RmsNorm, MatchesDefinition) {
+  float x[4] = {1, -2, 3, -4}, w[4] = {1, 0.5f, 2, 1}, y[4];
+  RmsNorm(x, w, y, 4, 1e-5f);
+  const double rms = std::sqrt((1 + 4 + 9 + 16) / 4.0 + 1e-5);
+  EXPECT_NEAR(y[0], 1 / rms, 1e-6);
+  EXPECT_NEAR(y[1], -1 / rms, 1e-6);
+  EXPECT_NEAR(y[2], 6 / rms, 1e-6);
+  EXPECT_NEAR(y[3], -4 / rms, 1e-6);
+}
+
+class LinearTest : public ::testing::TestWithParam<std::tuple<int, int, int>> {};
+
+TEST_P(LinearTest, MatchesFloat64AndIsBatchInvariant) {
+  const auto [tokens, in, out] = GetParam();
+  std::mt19937 random(tokens * 1000 + in);
+  std::normal_distribution<float> normal;
+  std::vector<uint16_t> w(static_cast<size_t>(out) * in);
+  for (auto& v : w) v = F32ToBF16(normal(random) * 0.1f);
+  std::vector<float> x(static_cast<size_t>(tokens) * in), bias(out), y(static_cast<size_t>(tokens) * out);
+  for (auto& v : x) v = normal(random);
+  for (auto& v : bias) v = normal(random);
+  ThreadPool pool(2);
+  Linear({x.data(), w.data(), bias.data(), y.data(), tokens, in, out}, &pool);
+  for (int t = 0; t < tokens; ++t) {
+    for (int o = 0; o < out; ++o) {
+      double expected = bias[o];
+      for (int i = 0; i < in; ++i) expected += static_cast<double>(x[t * in + i]) * BF16ToF32(w[o * in + i]);
+      ASSERT_NEAR(y[t * out + o], expected, 1e-4 * std::sqrt(in)) << t << "," << o;
+    }
+    // The same row alone, without a thread pool: bitwise the same.
+    std::vector<float> alone(out);
+    Linear({&x[t * in], w.data(), bias.data(), alone.data(), 1, in, out}, nullptr);
+    ASSERT_EQ(0, std::memcmp(alone.data(), &y[t * out], out * sizeof(float))) << "token " << t;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, LinearTest,
+                         ::testing::Values(std::make_tuple(1, 64, 16), std::make_tuple(3, 100, 33),
+                                           std::make_tuple(9, 768, 40), std::make_tuple(32, 47, 5)));
+
+TEST(ThreadPool, CoversEveryIndexOnce) {
+  ThreadPool pool(3);
+  for (size_t n : {0u, 1u, 7u, 100u, 1001u}) {
+    std::vector<int> hits(n, 0);
+    pool.ParallelFor(n, 4, [&](size_t begin, size_t end) {
+      for (size_t i = begin; i < end; ++i) ++hits[i];
+    });
+    for (size_t i = 0; i < n; ++i) ASSERT_EQ(hits[i], 1) << n << ":" << i;
+  }
+}
+
+}  // namespace
+}  // namespace tpserve::cpu

@@ -1,0 +1,141 @@
+// Tensor parallelism and batch invariance of the CPU decoder on the tiny model.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+
+#include "tests/model/engine_test_util.h"
+
+namespace tpserve {
+namespace {
+
+using testing::Argmax;
+using testing::MakeEngine;
+using testing::RunForced;
+
+// Different rank counts sum the row-parallel partial products in a different order (f32), so
+// logits may differ in the last bits; this bounds it. Logits have a standard deviation of ~4.
+constexpr double kTpTolerance = 2e-3;
+
+const std::vector<int32_t> kPrompt = {128000, 791, 4062, 14198, 39935, 35308, 927, 279, 16053, 5679};
+
+double MaxAbsDiff(const std::vector<float>& a, const std::vector<float>& b) {
+  double worst = 0;
+  for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, std::abs(double{a[i]} - b[i]));
+  return worst;
+}
+
+double StdDev(const std::vector<float>& v) {
+  double mean = 0, sq = 0;
+  for (float x : v) mean += x;
+  mean /= v.size();
+  for (float x : v) sq += (x - mean) * (x - mean);
+  return std::sqrt(sq / v.size());
+}
+
+// Greedy continuation of TP=1, used as the forced decode inputs for every TP degree.
+std::vector<int32_t> ReferenceContinuation(int steps) {
+  auto engine = MakeEngine(1);
+  std::vector<int32_t> tokens;
+  for (int i = 0; i < steps; ++i) {
+    auto rows = RunForced(*engine, kPrompt, tokens);
+    tokens.push_back(Argmax(rows.back()));
+  }
+  return tokens;
+}
+
+TEST(TensorParallel, LogitsOfEveryDegreeMatchSingleRank) {
+  const std::vector<int32_t> forced = ReferenceContinuation(6);
+  auto single = MakeEngine(1);
+  const auto reference = RunForced(*single, kPrompt, forced);
+  ASSERT_EQ(reference.size(), forced.size() + 1);
+  for (const auto& row : reference) {
+    ASSERT_EQ(row.size(), 128256u);
+    EXPECT_GT(StdDev(row), 1.0) << "logits collapsed: the test could not tell ranks apart";
+  }
+  for (int tp : {2, 4, 8}) {
+    auto engine = MakeEngine(tp);
+    const auto rows = RunForced(*engine, kPrompt, forced);
+    for (size_t step = 0; step < rows.size(); ++step) {
+      EXPECT_LT(MaxAbsDiff(rows[step], reference[step]), kTpTolerance) << "tp " << tp << " step " << step;
+      // Greedy choices agree wherever the top-2 margin exceeds the tolerance.
+      std::vector<float> sorted = reference[step];
+      std::partial_sort(sorted.begin(), sorted.begin() + 2, sorted.end(), std::greater<>());
+      if (sorted[0] - sorted[1] > 2 * kTpTolerance) {
+        EXPECT_EQ(Argmax(rows[step]), Argmax(reference[step])) << "tp " << tp << " step " << step;
+      }
+    }
+  }
+}
+
+TEST(TensorParallel, SkippingOneAllReduceIsCaught) {
+  const std::vector<int32_t> forced = {1000, 2000};
+  auto single = MakeEngine(1);
+  const auto reference = RunForced(*single, kPrompt, forced);
+  auto broken = MakeEngine(2, /*skip_layer=*/1);
+  const auto rows = RunForced(*broken, kPrompt, forced);
+  EXPECT_GT(MaxAbsDiff(rows[0], reference[0]), 100 * kTpTolerance);
+}
+
+// A sequence's logits are bitwise identical whatever else shares its batch.
+class BatchInvariance : public ::testing::TestWithParam<int> {};
+
+TEST_P(BatchInvariance, LogitsDoNotDependOnBatchMates) {
+  const int tp = GetParam();
+  auto engine = MakeEngine(tp);
+  const std::vector<int32_t> forced = {400, 500, 600};
+  const auto alone = RunForced(*engine, kPrompt, forced);
+
+  for (int batch : {2, 5, 17, 32}) {
+    // The target plus batch - 1 companions with prompts of different lengths and contents.
+    std::vector<SequencePlan> seqs;
+    const int total = static_cast<int>(kPrompt.size() + forced.size());
+    seqs.push_back({.sequence_id = 0, .tokens = kPrompt, .start_position = 0,
+                    .block_table = testing::AllocateBlocks(*engine, total)});
+    for (int c = 1; c < batch; ++c) {
+      std::vector<int32_t> prompt;
+      for (int k = 0; k < 1 + (c * 7) % 23; ++k) prompt.push_back((c * 1009 + k * 31) % 128000);
+      seqs.push_back({.sequence_id = c, .tokens = prompt, .start_position = 0,
+                      .block_table = testing::AllocateBlocks(*engine, static_cast<int>(prompt.size() + forced.size()))});
+    }
+    // Put the target in the middle of the plan.
+    std::swap(seqs[0], seqs[batch / 2]);
+    const size_t target = batch / 2;
+    for (size_t step = 0; step <= forced.size(); ++step) {
+      if (step > 0) {
+        for (auto& s : seqs) {
+          s.start_position += static_cast<int32_t>(s.tokens.size());
+          s.tokens = {s.sequence_id == 0 ? forced[step - 1] : static_cast<int32_t>(step * 3 + s.sequence_id)};
+        }
+      }
+      auto result = engine->Step(StepPlan{.step_id = static_cast<int64_t>(step), .sequences = seqs});
+      ASSERT_TRUE(result.ok()) << result.status().ToString();
+      EXPECT_EQ(result->trace.batch_size, batch);
+      ASSERT_EQ(result->logit_rows, batch);
+      const float* row = result->logits.data() + target * 128256;
+      EXPECT_EQ(0, std::memcmp(row, alone[step].data(), 128256 * sizeof(float)))
+          << "tp " << tp << " batch " << batch << " step " << step;
+    }
+    for (const auto& s : seqs) {
+      for (int32_t b : s.block_table) engine->block_pool().Free(b);
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Degrees, BatchInvariance, ::testing::Values(1, 2));
+
+TEST(Engine, BadPlansFailAloneAndTheEngineKeepsWorking) {
+  auto engine = MakeEngine(2);
+  SequencePlan bad{.sequence_id = 9, .tokens = {5, 999999}, .start_position = 0,
+                   .block_table = testing::AllocateBlocks(*engine, 2)};
+  auto result = engine->Step(StepPlan{.sequences = {bad}});
+  EXPECT_EQ(result.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(result.status().message(), ::testing::HasSubstr("token id 999999 is outside the vocabulary"));
+  bad.tokens = {1, 2, 3, 4, 5, 6, 7, 8, 9};  // more positions than the block table covers
+  EXPECT_THAT(engine->Step(StepPlan{.sequences = {bad}}).status().message(),
+              ::testing::HasSubstr("block table covers 4 positions, needs 9"));
+  EXPECT_EQ(RunForced(*engine, kPrompt, {}).size(), 1u);
+}
+
+}  // namespace
+}  // namespace tpserve

@@ -1,0 +1,72 @@
+// A tiny model written once per test binary, and helpers that drive the engine step by step.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <memory>
+
+#include "model/engine.h"
+#include "model/model_directory.h"
+#include "model/model_maker.h"
+#include "tests/test_util.h"
+
+namespace tpserve::testing {
+
+// The `tiny` preset (8 heads over 2 KV heads, Llama-3 vocabulary), made once.
+inline const ModelDirectory& TinyModel() {
+  static TempDir* dir = nullptr;
+  static std::unique_ptr<ModelDirectory> model;
+  if (!model) {
+    dir = new TempDir();  // lives for the whole test binary
+    MakeModelOptions options{.out_dir = dir->path().string(), .preset = "tiny",
+                             .tokenizer = "llama3", .assets_dir = AssetsDir(), .seed = 7};
+    Status made = MakeModel(options);
+    EXPECT_TRUE(made.ok()) << made.ToString();
+    auto opened = OpenModelDirectory(dir->path().string());
+    EXPECT_TRUE(opened.ok()) << opened.status().ToString();
+    model = std::make_unique<ModelDirectory>(std::move(opened).value());
+  }
+  return *model;
+}
+
+inline std::unique_ptr<Engine> MakeEngine(int tp, int skip_layer = -1, int threads = 2) {
+  EngineOptions options{.tp = tp, .threads = threads, .block_size = 4, .kv_cache_mb = 16,
+                        .skip_mlp_allreduce_layer = skip_layer};
+  auto engine = Engine::Create(TinyModel(), options);
+  EXPECT_TRUE(engine.ok()) << engine.status().ToString();
+  return std::move(engine).value();
+}
+
+// Blocks for `positions` tokens from the engine's pool.
+inline std::vector<int32_t> AllocateBlocks(Engine& engine, int positions) {
+  std::vector<int32_t> blocks;
+  for (int p = 0; p < positions; p += engine.block_size()) blocks.push_back(*engine.block_pool().Allocate());
+  return blocks;
+}
+
+// Feeds `prompt` in one step, then each of `forced` as a decode step (teacher forcing, so every
+// engine sees the same inputs). Returns one logits row per step: [1 + forced.size(), vocab].
+inline std::vector<std::vector<float>> RunForced(Engine& engine, const std::vector<int32_t>& prompt,
+                                                 const std::vector<int32_t>& forced) {
+  const int total = static_cast<int>(prompt.size() + forced.size());
+  SequencePlan seq{.sequence_id = 1, .tokens = prompt, .start_position = 0,
+                   .block_table = AllocateBlocks(engine, total)};
+  std::vector<std::vector<float>> rows;
+  for (size_t step = 0; step <= forced.size(); ++step) {
+    if (step > 0) {
+      seq.start_position = static_cast<int32_t>(prompt.size() + step - 1);
+      seq.tokens = {forced[step - 1]};
+    }
+    auto result = engine.Step(StepPlan{.step_id = static_cast<int64_t>(step), .sequences = {seq}});
+    EXPECT_TRUE(result.ok()) << result.status().ToString();
+    rows.push_back(result->logits);
+  }
+  for (int32_t b : seq.block_table) engine.block_pool().Free(b);
+  return rows;
+}
+
+inline int Argmax(const std::vector<float>& v) {
+  return static_cast<int>(std::max_element(v.begin(), v.end()) - v.begin());
+}
+
+}  // namespace tpserve::testing
