@@ -129,7 +129,9 @@ Status Decoder::Forward(const StepPlan& plan, std::vector<float>* logits, RankTr
   std::vector<float> x(T * h), normed(T * h), proj(T * h);      // [T, hidden]
   std::vector<float> q(T * q_width), attn(T * q_width);           // [T, heads_local * head_dim]
   std::vector<float> k(T * kv_width), v(T * kv_width);            // [T, kv_local * head_dim]
-  std::vector<float> gate(T * s.ffn), up(T * s.ffn);              // [T, ffn_local]
+  std::vector<float> qkv(T * (q_width + 2 * kv_width));          // [T, q + k + v widths]
+  std::vector<float> gate_up(T * 2 * s.ffn);                      // [T, 2 * ffn_local]
+  std::vector<float> act(T * s.ffn);                              // [T, ffn_local]
   const int half = s.head_dim / 2;
   std::vector<float> cos(T * half), sin(T * half);                // [T, head_dim / 2]
   for (int t = 0; t < T; ++t) {
@@ -156,9 +158,15 @@ Status Decoder::Forward(const StepPlan& plan, std::vector<float>* logits, RankTr
     // Attention block.
     timer.Run(OpKind::kAttnNorm, layer, 0, [&] { return norm_rows(x.data(), w.attn_norm, normed.data()); });
     timer.Run(OpKind::kQkvProj, layer, 0, [&] {
-      linear(normed.data(), w.wq, w.bq, q.data(), h, q_width);
-      linear(normed.data(), w.wk, w.bk, k.data(), h, kv_width);
-      return linear(normed.data(), w.wv, w.bv, v.data(), h, kv_width);
+      const int width = q_width + 2 * kv_width;
+      linear(normed.data(), w.wqkv, w.bqkv, qkv.data(), h, width);
+      for (int t = 0; t < T; ++t) {  // [T, q | k | v] -> q, k, v
+        const float* row = &qkv[t * width];
+        std::copy_n(row, q_width, &q[t * q_width]);
+        std::copy_n(row + q_width, kv_width, &k[t * kv_width]);
+        std::copy_n(row + q_width + kv_width, kv_width, &v[t * kv_width]);
+      }
+      return 0;
     });
     timer.Run(OpKind::kRope, layer, 0, [&] {
       for (int t = 0; t < T; ++t) {
@@ -186,11 +194,16 @@ Status Decoder::Forward(const StepPlan& plan, std::vector<float>* logits, RankTr
     // MLP block.
     timer.Run(OpKind::kMlpNorm, layer, 0, [&] { return norm_rows(x.data(), w.mlp_norm, normed.data()); });
     timer.Run(OpKind::kGateUpProj, layer, 0, [&] {
-      linear(normed.data(), w.w_gate, HostTensor{}, gate.data(), h, s.ffn);
-      return linear(normed.data(), w.w_up, HostTensor{}, up.data(), h, s.ffn);
+      return linear(normed.data(), w.w_gate_up, HostTensor{}, gate_up.data(), h, 2 * s.ffn);
     });
-    timer.Run(OpKind::kSiluMul, layer, 0, [&] { cpu::SiluMul(gate.data(), up.data(), gate.data(), T * s.ffn); return 0; });
-    timer.Run(OpKind::kDownProj, layer, 0, [&] { return linear(gate.data(), w.w_down, HostTensor{}, proj.data(), s.ffn, h); });
+    timer.Run(OpKind::kSiluMul, layer, 0, [&] {
+      for (int t = 0; t < T; ++t) {
+        const float* row = &gate_up[t * 2 * s.ffn];
+        cpu::SiluMul(row, row + s.ffn, &act[t * s.ffn], s.ffn);
+      }
+      return 0;
+    });
+    timer.Run(OpKind::kDownProj, layer, 0, [&] { return linear(act.data(), w.w_down, HostTensor{}, proj.data(), s.ffn, h); });
     if (s.tp > 1 && layer != options_.skip_mlp_allreduce_layer) {
       RETURN_IF_ERROR(all_reduce(OpKind::kAllReduceMlp, layer, proj.data()));
     }

@@ -8,13 +8,15 @@
 #include <vector>
 
 #include "common/dtype.h"
+#include "common/huge_page_allocator.h"
 
 namespace tpserve {
 
 struct HostTensor {
   DType dtype = DType::kF32;
   std::vector<int64_t> shape;   // row-major
-  std::vector<std::byte> bytes; // [product(shape) * DTypeSize(dtype)]
+  // [product(shape) * DTypeSize(dtype)]; huge pages for large tensors (weights are streamed).
+  std::vector<std::byte, HugePageAllocator<std::byte>> bytes;
 
   size_t element_count() const {
     size_t n = 1;

@@ -6,6 +6,7 @@
 #include <optional>
 #include <vector>
 
+#include "common/huge_page_allocator.h"
 #include "kernels/cpu/ops.h"
 
 namespace tpserve {
@@ -44,8 +45,9 @@ class RankKvCache {
   }
 
   int block_size_, kv_heads_, head_dim_;
-  std::vector<std::vector<float>> keys_;    // per layer: [num_blocks, block_size, kv_heads, head_dim]
-  std::vector<std::vector<float>> values_;  // per layer: same
+  using Buffer = std::vector<float, HugePageAllocator<float>>;
+  std::vector<Buffer> keys_;    // per layer: [num_blocks, block_size, kv_heads, head_dim]
+  std::vector<Buffer> values_;  // per layer: same
 };
 
 }  // namespace tpserve

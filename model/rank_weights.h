@@ -11,18 +11,17 @@
 
 namespace tpserve {
 
+// q/k/v and gate/up are stacked into one matrix each (as vLLM's QKVParallelLinear and
+// MergedColumnParallelLinear do): one pass over the weights per block, and every output row is
+// the same dot product it would be unstacked.
 struct LayerWeights {
   HostTensor attn_norm;  // [hidden] f32
-  HostTensor wq;         // [q_local, hidden] bf16, q_local = heads_local * head_dim
-  HostTensor wk;         // [kv_local, hidden] bf16, kv_local = kv_heads_local * head_dim
-  HostTensor wv;         // [kv_local, hidden] bf16
-  HostTensor bq;         // [q_local] f32 (attention_bias models only, else empty)
-  HostTensor bk;         // [kv_local] f32
-  HostTensor bv;         // [kv_local] f32
+  HostTensor wqkv;       // [q_local + 2 * kv_local, hidden] bf16: rows of q, then k, then v
+                         // (q_local = heads_local * head_dim, kv_local = kv_heads_local * head_dim)
+  HostTensor bqkv;       // [q_local + 2 * kv_local] f32 (attention_bias models only, else empty)
   HostTensor wo;         // [hidden, q_local] bf16 (row-parallel)
   HostTensor mlp_norm;   // [hidden] f32
-  HostTensor w_gate;     // [ffn_local, hidden] bf16
-  HostTensor w_up;       // [ffn_local, hidden] bf16
+  HostTensor w_gate_up;  // [2 * ffn_local, hidden] bf16: rows of gate, then up
   HostTensor w_down;     // [hidden, ffn_local] bf16 (row-parallel)
 };
 

@@ -20,6 +20,7 @@ int main(int argc, char** argv) {
   tpserve::AddTokenizeCommand(app, &action);
   tpserve::AddInspectCommand(app, &action);
   tpserve::AddGenerateCommand(app, &action);
+  tpserve::AddBenchDecodeCommand(app, &action);
   tpserve::AddDevicesCommand(app, &action);
 
   CLI11_PARSE(app, argc, argv);

@@ -15,6 +15,7 @@ void AddTokenizeCommand(CLI::App& app, CommandAction* action);
 void AddInspectCommand(CLI::App& app, CommandAction* action);
 void AddDevicesCommand(CLI::App& app, CommandAction* action);
 void AddGenerateCommand(CLI::App& app, CommandAction* action);
+void AddBenchDecodeCommand(CLI::App& app, CommandAction* action);
 
 struct EngineOptions;
 // --tp, --threads, --block-size, --kv-cache-mb

@@ -1,0 +1,141 @@
+#include "benchmarks/decode_bench.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "kernels/cpu/memory_bandwidth.h"
+#include "kernels/cpu/thread_pool.h"
+#include "model/engine.h"
+#include "model/model_directory.h"
+
+namespace tpserve {
+namespace {
+
+double Median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// Weight bytes a decode step streams on all ranks: every projection and the LM head; of the
+// embedding only the looked-up rows (negligible) unless it doubles as the LM head.
+double StreamedWeightBytes(const ModelConfig& c) {
+  const double h = c.hidden_size, q = c.q_size(), kv = c.kv_size(), f = c.intermediate_size;
+  const double per_layer = h * q + 2 * h * kv + q * h + 3 * h * f;
+  return 2.0 * (per_layer * c.num_layers + static_cast<double>(c.vocab_size) * h);
+}
+
+Result<DecodeBenchRow> MeasureOne(const ModelDirectory& model, const DecodeBenchOptions& o, int tp,
+                                  int batch, int threads) {
+  EngineOptions engine_options{.tp = tp, .threads = threads, .block_size = 16};
+  const int positions = o.prompt_tokens + o.decode_steps + 1;
+  const size_t kv_bytes = static_cast<size_t>(batch) * positions * 2 * model.config.num_layers *
+                          model.config.kv_size() * sizeof(float) * std::max(1, tp / model.config.num_kv_heads);
+  engine_options.kv_cache_mb = static_cast<int>(kv_bytes / (1 << 20)) + 16;
+  ASSIGN_OR_RETURN(auto engine, Engine::Create(model, engine_options));
+
+  std::vector<SequencePlan> seqs(batch);
+  for (int b = 0; b < batch; ++b) {
+    seqs[b].sequence_id = b;
+    for (int p = 0; p < positions; p += engine->block_size()) {
+      seqs[b].block_table.push_back(*engine->block_pool().Allocate());
+    }
+    for (int t = 0; t < o.prompt_tokens; ++t) seqs[b].tokens.push_back((b * 7919 + t * 104729) % 100000);
+  }
+  ASSIGN_OR_RETURN(StepResult prefill, engine->Step(StepPlan{.step_id = 0, .sequences = seqs}));
+
+  std::vector<double> step_ms, compute_ms, comm_ms, host_ms, allreduce_us;
+  double allreduce_bytes = 0;
+  for (int step = 1; step <= o.decode_steps; ++step) {
+    for (int b = 0; b < batch; ++b) {
+      seqs[b].start_position += static_cast<int32_t>(seqs[b].tokens.size());
+      seqs[b].tokens = {(b * 31 + step * 17) % 100000};  // fixed inputs: timing, not text
+    }
+    ASSIGN_OR_RETURN(StepResult result, engine->Step(StepPlan{.step_id = step, .sequences = seqs}));
+    const StepTrace& trace = result.trace;
+    const RankTrace& slowest = trace.ranks[trace.SlowestRank()];
+    step_ms.push_back(trace.step_ns * 1e-6);
+    compute_ms.push_back(slowest.ComputeNs() * 1e-6);
+    comm_ms.push_back(slowest.CommNs() * 1e-6);
+    host_ms.push_back(trace.HostNs() * 1e-6);
+    for (const OpRecord& op : slowest.ops) {
+      if (op.op == OpKind::kAllReduceAttn || op.op == OpKind::kAllReduceMlp) {
+        allreduce_us.push_back(op.duration_ns * 1e-3);
+        allreduce_bytes = static_cast<double>(op.bytes);
+      }
+    }
+  }
+  DecodeBenchRow row;
+  row.tp = tp;
+  row.batch = batch;
+  row.step_ms = Median(step_ms);
+  row.tokens_per_s = batch / (row.step_ms * 1e-3);
+  row.compute_ms = Median(compute_ms);
+  row.comm_ms = Median(comm_ms);
+  row.host_ms = Median(host_ms);
+  row.comm_share = row.comm_ms / std::max(1e-9, row.compute_ms + row.comm_ms);
+  row.allreduce_bytes = allreduce_bytes;
+  row.allreduce_us = Median(allreduce_us);
+  row.weight_bytes = StreamedWeightBytes(model.config);
+  return row;
+}
+
+}  // namespace
+
+Result<DecodeBenchReport> RunDecodeBench(const DecodeBenchOptions& o) {
+  ASSIGN_OR_RETURN(ModelDirectory model, OpenModelDirectory(o.model));
+  DecodeBenchReport report;
+  report.threads = o.threads > 0 ? o.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  {
+    // The ceiling: a streaming read of 2× the weights (at least 1 GiB) with the same threads.
+    cpu::ThreadPool pool(report.threads);
+    const size_t bytes = std::max<size_t>(size_t{1} << 30, static_cast<size_t>(2 * StreamedWeightBytes(model.config)));
+    report.read_gb_per_s = cpu::MeasureMemoryBandwidth(bytes, 5, &pool).read_gb_per_s;
+  }
+  for (int tp : o.tp) {
+    for (int batch : o.batch) {
+      ASSIGN_OR_RETURN(DecodeBenchRow row, MeasureOne(model, o, tp, batch, report.threads));
+      row.ceiling_tokens_per_s = batch * report.read_gb_per_s * 1e9 / row.weight_bytes;
+      row.fraction_of_ceiling = row.tokens_per_s / row.ceiling_tokens_per_s;
+      report.rows.push_back(row);
+    }
+  }
+  return report;
+}
+
+std::string FormatDecodeBench(const DecodeBenchReport& r) {
+  std::string out;
+  char line[320];
+  std::snprintf(line, sizeof(line),
+                "ceiling: DRAM read %.1f GB/s with %d threads (measured in this run)\n", r.read_gb_per_s,
+                r.threads);
+  out += line;
+  out += "  tp batch   tok/s  ceiling  of-ceil  step_ms  compute   comm   host  comm%  AR_bytes  AR_us\n";
+  for (const auto& row : r.rows) {
+    std::snprintf(line, sizeof(line),
+                  "  %2d %5d %7.1f %8.1f %7.0f%% %8.2f %8.2f %6.2f %6.2f %5.1f%% %9.0f %6.1f\n",
+                  row.tp, row.batch, row.tokens_per_s, row.ceiling_tokens_per_s,
+                  100 * row.fraction_of_ceiling, row.step_ms, row.compute_ms, row.comm_ms,
+                  row.host_ms, 100 * row.comm_share, row.allreduce_bytes, row.allreduce_us);
+    out += line;
+  }
+  return out;
+}
+
+std::string DecodeBenchJson(const DecodeBenchReport& r) {
+  nlohmann::json out = {{"read_gb_per_s", r.read_gb_per_s}, {"threads", r.threads}, {"rows", nlohmann::json::array()}};
+  for (const auto& row : r.rows) {
+    out["rows"].push_back({{"tp", row.tp}, {"batch", row.batch}, {"step_ms", row.step_ms},
+                           {"tokens_per_s", row.tokens_per_s}, {"compute_ms", row.compute_ms},
+                           {"comm_ms", row.comm_ms}, {"host_ms", row.host_ms},
+                           {"comm_share", row.comm_share}, {"allreduce_bytes", row.allreduce_bytes},
+                           {"allreduce_us", row.allreduce_us}, {"weight_bytes", row.weight_bytes},
+                           {"ceiling_tokens_per_s", row.ceiling_tokens_per_s},
+                           {"fraction_of_ceiling", row.fraction_of_ceiling}});
+  }
+  return out.dump();
+}
+
+}  // namespace tpserve

@@ -1,0 +1,49 @@
+// `tpserve bench-decode`: decode throughput over TP degree × batch size, with each step's
+// compute / comm / host breakdown, next to the weight-streaming ceiling measured in the same run
+// (weight bytes read per step / DRAM read bandwidth with the same threads).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+
+namespace tpserve {
+
+struct DecodeBenchOptions {
+  std::string model;
+  std::vector<int> tp = {1, 2};
+  std::vector<int> batch = {1, 8, 32};
+  int prompt_tokens = 32;
+  int decode_steps = 32;
+  int threads = 0;  // 0: every core
+  bool json = false;
+};
+
+struct DecodeBenchRow {
+  int tp = 0;
+  int batch = 0;
+  double step_ms = 0;            // median decode step (engine wall time)
+  double tokens_per_s = 0;       // batch / step
+  double compute_ms = 0;         // slowest rank, median
+  double comm_ms = 0;
+  double host_ms = 0;
+  double comm_share = 0;         // comm / rank forward time
+  double allreduce_bytes = 0;    // per AllReduce message
+  double allreduce_us = 0;       // median AllReduce latency
+  double weight_bytes = 0;       // read per step, all ranks
+  double ceiling_tokens_per_s = 0;  // batch * bandwidth / weight_bytes
+  double fraction_of_ceiling = 0;
+};
+
+struct DecodeBenchReport {
+  double read_gb_per_s = 0;
+  int threads = 0;
+  std::vector<DecodeBenchRow> rows;
+};
+
+Result<DecodeBenchReport> RunDecodeBench(const DecodeBenchOptions& options);
+std::string FormatDecodeBench(const DecodeBenchReport& report);
+std::string DecodeBenchJson(const DecodeBenchReport& report);
+
+}  // namespace tpserve

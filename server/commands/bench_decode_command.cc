@@ -1,0 +1,36 @@
+#include <spdlog/spdlog.h>
+
+#include <cstdio>
+
+#include "benchmarks/decode_bench.h"
+#include "server/commands/commands.h"
+
+namespace tpserve {
+
+void AddBenchDecodeCommand(CLI::App& app, CommandAction* action) {
+  auto options = std::make_shared<DecodeBenchOptions>();
+  CLI::App* cmd = app.add_subcommand(
+      "bench-decode",
+      "Decode throughput per TP degree and batch size with the compute / comm / host breakdown,\n"
+      "next to the weight-streaming ceiling (DRAM read bandwidth measured in the same run).");
+  cmd->add_option("--model", options->model, "Model directory")->required();
+  cmd->add_option("--tp", options->tp, "TP degrees, e.g. 1,2")->delimiter(',')->capture_default_str();
+  cmd->add_option("--batch", options->batch, "Batch sizes, e.g. 1,8,32")->delimiter(',')->capture_default_str();
+  cmd->add_option("--prompt-tokens", options->prompt_tokens, "Context before decoding")->capture_default_str();
+  cmd->add_option("--steps", options->decode_steps, "Decode steps per point (median reported)")->capture_default_str();
+  cmd->add_option("--threads", options->threads, "Compute threads in all (0: every core)")->capture_default_str();
+  cmd->add_flag("--json", options->json, "Print one JSON object (schema: docs/PERFORMANCE.md)");
+  cmd->callback([options, action] {
+    *action = [options] {
+      auto report = RunDecodeBench(*options);
+      if (!report.ok()) {
+        spdlog::error("bench-decode: {}", report.status().ToString());
+        return 1;
+      }
+      std::printf("%s\n", options->json ? DecodeBenchJson(*report).c_str() : FormatDecodeBench(*report).c_str());
+      return 0;
+    };
+  });
+}
+
+}  // namespace tpserve
