@@ -59,11 +59,18 @@ namespace {
 
 // out[i - begin] = (((in[0][i] + in[1][i]) + in[2][i]) + ...) for i in [begin, end).
 void SumInRankOrder(InProcessGroup& group, int parity, float* out, size_t begin, size_t end) {
-  const float* first = group.slot(parity, 0).input;
-  std::copy(first + begin, first + end, out);
-  for (int r = 1; r < group.world_size(); ++r) {
+  const size_t n = end - begin;
+  const int world = group.world_size();
+  const float* first = group.slot(parity, 0).input + begin;
+  const float* second = world > 1 ? group.slot(parity, 1).input + begin : nullptr;
+  if (second != nullptr) {
+    for (size_t i = 0; i < n; ++i) out[i] = first[i] + second[i];
+  } else {
+    std::copy(first, first + n, out);
+  }
+  for (int r = 2; r < world; ++r) {
     const float* in = group.slot(parity, r).input + begin;
-    for (size_t i = 0; i < end - begin; ++i) out[i] += in[i];
+    for (size_t i = 0; i < n; ++i) out[i] += in[i];
   }
 }
 
