@@ -28,8 +28,8 @@ double StreamedWeightBytes(const ModelConfig& c) {
 }
 
 Result<DecodeBenchRow> MeasureOne(const ModelDirectory& model, const DecodeBenchOptions& o, int tp,
-                                  int batch, int threads) {
-  EngineOptions engine_options{.tp = tp, .threads = threads, .block_size = 16};
+                                  int batch, int threads, bool per_op_trace = true) {
+  EngineOptions engine_options{.tp = tp, .threads = threads, .block_size = 16, .trace = per_op_trace};
   const int positions = o.prompt_tokens + o.decode_steps + 1;
   const size_t kv_bytes = static_cast<size_t>(batch) * positions * 2 * model.config.num_layers *
                           model.config.kv_size() * sizeof(float) * std::max(1, tp / model.config.num_kv_heads);
@@ -97,6 +97,14 @@ Result<DecodeBenchReport> RunDecodeBench(const DecodeBenchOptions& o) {
   for (int tp : o.tp) {
     for (int batch : o.batch) {
       ASSIGN_OR_RETURN(DecodeBenchRow row, MeasureOne(model, o, tp, batch, report.threads));
+      if (o.trace_overhead && report.rows.empty()) {
+        ASSIGN_OR_RETURN(DecodeBenchRow untraced, MeasureOne(model, o, tp, batch, report.threads, false));
+        // Traced again after the untraced run, so drift in machine load shows up in both orders.
+        ASSIGN_OR_RETURN(DecodeBenchRow again, MeasureOne(model, o, tp, batch, report.threads));
+        const double traced = std::min(row.step_ms, again.step_ms);
+        report.untraced_step_ms = untraced.step_ms;
+        report.trace_overhead = traced / untraced.step_ms - 1;
+      }
       row.ceiling_tokens_per_s = batch * report.read_gb_per_s * 1e9 / row.weight_bytes;
       row.fraction_of_ceiling = row.tokens_per_s / row.ceiling_tokens_per_s;
       report.rows.push_back(row);
@@ -112,6 +120,12 @@ std::string FormatDecodeBench(const DecodeBenchReport& r) {
                 "ceiling: DRAM read %.1f GB/s with %d threads (measured in this run)\n", r.read_gb_per_s,
                 r.threads);
   out += line;
+  if (r.untraced_step_ms > 0) {
+    std::snprintf(line, sizeof(line),
+                  "per-op tracing overhead (first point): %+.1f%% (untraced step %.2f ms)\n",
+                  100 * r.trace_overhead, r.untraced_step_ms);
+    out += line;
+  }
   out += "  tp batch   tok/s  ceiling  of-ceil  step_ms  compute   comm   host  comm%  AR_bytes  AR_us\n";
   for (const auto& row : r.rows) {
     std::snprintf(line, sizeof(line),
@@ -125,7 +139,9 @@ std::string FormatDecodeBench(const DecodeBenchReport& r) {
 }
 
 std::string DecodeBenchJson(const DecodeBenchReport& r) {
-  nlohmann::json out = {{"read_gb_per_s", r.read_gb_per_s}, {"threads", r.threads}, {"rows", nlohmann::json::array()}};
+  nlohmann::json out = {{"read_gb_per_s", r.read_gb_per_s}, {"threads", r.threads},
+                        {"untraced_step_ms", r.untraced_step_ms}, {"trace_overhead", r.trace_overhead},
+                        {"rows", nlohmann::json::array()}};
   for (const auto& row : r.rows) {
     out["rows"].push_back({{"tp", row.tp}, {"batch", row.batch}, {"step_ms", row.step_ms},
                            {"tokens_per_s", row.tokens_per_s}, {"compute_ms", row.compute_ms},

@@ -18,6 +18,7 @@ struct DecodeBenchOptions {
   int decode_steps = 32;
   int threads = 0;  // 0: every core
   bool json = false;
+  bool trace_overhead = true;  // also time the first point with per-op tracing off
 };
 
 struct DecodeBenchRow {
@@ -39,6 +40,8 @@ struct DecodeBenchRow {
 struct DecodeBenchReport {
   double read_gb_per_s = 0;
   int threads = 0;
+  double untraced_step_ms = 0;  // first point, per-op tracing off (0 when not measured)
+  double trace_overhead = 0;    // traced / untraced step time - 1, first point
   std::vector<DecodeBenchRow> rows;
 };
 

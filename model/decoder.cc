@@ -18,9 +18,11 @@ int64_t NowNs() {
 // Times one op into the rank's trace.
 class OpTimer {
  public:
-  OpTimer(RankTrace* trace, int64_t step_start) : trace_(trace), step_start_(step_start) {}
+  OpTimer(RankTrace* trace, int64_t step_start, bool enabled)
+      : trace_(trace), step_start_(step_start), enabled_(enabled) {}
   template <typename Fn>
   auto Run(OpKind op, int layer, int64_t bytes, Fn&& fn) {
+    if (!enabled_) return fn();
     const int64_t start = NowNs();
     auto result = fn();
     const int64_t end = NowNs();
@@ -31,6 +33,7 @@ class OpTimer {
  private:
   RankTrace* trace_;
   int64_t step_start_;
+  bool enabled_;
 };
 
 cpu::RopeParams RopeFor(const ModelConfig& c) {
@@ -106,7 +109,7 @@ void Decoder::Attention(const Batch& batch, int layer, const float* q, float* ou
 
 Status Decoder::Forward(const StepPlan& plan, std::vector<float>* logits, RankTrace* trace) {
   const int64_t step_start = NowNs();
-  OpTimer timer(trace, step_start);
+  OpTimer timer(trace, step_start, options_.trace);
   const RankShape& s = weights_.shape;
   const int h = config_.hidden_size;
   const int q_width = s.heads * s.head_dim, kv_width = s.kv_heads * s.head_dim;

@@ -17,6 +17,7 @@
 namespace tpserve {
 
 struct DecoderOptions {
+  bool trace = true;  // time every op into the step trace (off: only the rank's total)
   // Fault injection for tests: skip the MLP AllReduce of this layer (-1: never).
   int skip_mlp_allreduce_layer = -1;
 };

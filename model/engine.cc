@@ -54,7 +54,8 @@ Result<std::unique_ptr<Engine>> Engine::Create(const ModelDirectory& model,
     rank->pool = std::make_unique<cpu::ThreadPool>(engine->threads_per_rank_);
     rank->kv_cache = std::make_unique<RankKvCache>(c.num_layers, num_blocks, options.block_size,
                                                    weights.shape.kv_heads, c.head_dim);
-    DecoderOptions decoder_options{.skip_mlp_allreduce_layer = options.skip_mlp_allreduce_layer};
+    DecoderOptions decoder_options{.trace = options.trace,
+                                   .skip_mlp_allreduce_layer = options.skip_mlp_allreduce_layer};
     rank->decoder = std::make_unique<Decoder>(engine->config_, std::move(weights),
                                               rank->kv_cache.get(), rank->comm.get(),
                                               rank->pool.get(), decoder_options);
