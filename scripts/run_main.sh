@@ -13,6 +13,7 @@ cd "$REPO"
 MODEL=""
 TP=2
 PROMPT="The quick brown fox jumps over the lazy dog."
+MAX_TOKENS=48
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --model) MODEL="$2"; shift 2 ;;
@@ -38,3 +39,5 @@ echo "== the model, sharded for tp=$TP =="
 "$TPSERVE" inspect --model "$MODEL" --tp "$TP"
 echo "== the prompt as the model sees it =="
 "$TPSERVE" tokenize --model "$MODEL" --text "$PROMPT"
+echo "== generation on tp=$TP ranks, with the per-step latency breakdown =="
+"$TPSERVE" generate --model "$MODEL" --tp "$TP" --prompt "$PROMPT" --max-tokens "$MAX_TOKENS" --profile
