@@ -23,37 +23,48 @@ namespace {
 constexpr int kTokenTile = 4;  // tokens that share one pass over a weight row
 
 #if defined(__x86_64__)
-// Dot products of one bf16 weight row with `n` (1..4) activation rows. Two 16-lane
-// accumulators per token (even and odd 16-element blocks), combined and reduced the same way for
-// every token, so a token's result does not depend on n.
+__attribute__((target("avx512f,avx512bw,avx512vl"))) inline __m512 LoadBf16x16(const uint16_t* p) {
+  return _mm512_castsi512_ps(
+      _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))), 16));
+}
+
+// Dot products of one bf16 weight row with `n` (1..4) activation rows. 16-element block b of
+// the row accumulates into accumulator b % 4 of its token (four independent chains hide the FMA
+// latency and keep four loads in flight); the accumulators are combined as (a0 + a1) + (a2 + a3)
+// and reduced the same way for every token, so a token's result does not depend on n.
 template <int n>
 __attribute__((target("avx512f,avx512bw,avx512vl"))) void DotRowAvx512(const uint16_t* w,
-                                                               const float* const* x, int in,
-                                                               float* out) {
-  __m512 acc0[n], acc1[n];
-  for (int t = 0; t < n; ++t) acc0[t] = acc1[t] = _mm512_setzero_ps();
+                                                                    const float* const* x, int in,
+                                                                    float* out) {
+  __m512 acc[n][4];
+  for (int t = 0; t < n; ++t) {
+    for (int k = 0; k < 4; ++k) acc[t][k] = _mm512_setzero_ps();
+  }
   int i = 0;
-  for (; i + 32 <= in; i += 32) {
-    const __m512i raw = _mm512_loadu_si512(w + i);  // 32 bf16
-    const __m512 w0 = _mm512_castsi512_ps(_mm512_slli_epi32(
-        _mm512_cvtepu16_epi32(_mm512_castsi512_si256(raw)), 16));
-    const __m512 w1 = _mm512_castsi512_ps(_mm512_slli_epi32(
-        _mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64(raw, 1)), 16));
+  for (; i + 64 <= in; i += 64) {
+    const __m512 w0 = LoadBf16x16(w + i), w1 = LoadBf16x16(w + i + 16);
+    const __m512 w2 = LoadBf16x16(w + i + 32), w3 = LoadBf16x16(w + i + 48);
     for (int t = 0; t < n; ++t) {
-      acc0[t] = _mm512_fmadd_ps(w0, _mm512_loadu_ps(x[t] + i), acc0[t]);
-      acc1[t] = _mm512_fmadd_ps(w1, _mm512_loadu_ps(x[t] + i + 16), acc1[t]);
+      acc[t][0] = _mm512_fmadd_ps(w0, _mm512_loadu_ps(x[t] + i), acc[t][0]);
+      acc[t][1] = _mm512_fmadd_ps(w1, _mm512_loadu_ps(x[t] + i + 16), acc[t][1]);
+      acc[t][2] = _mm512_fmadd_ps(w2, _mm512_loadu_ps(x[t] + i + 32), acc[t][2]);
+      acc[t][3] = _mm512_fmadd_ps(w3, _mm512_loadu_ps(x[t] + i + 48), acc[t][3]);
     }
   }
-  for (; i < in; i += 16) {  // tail: masked 16-element blocks into acc0
+  for (int k = 0; i < in; i += 16, ++k) {  // tail blocks continue the b % 4 assignment
     const int remaining = std::min(16, in - i);
     const __mmask16 mask = static_cast<__mmask16>((1u << remaining) - 1);
-    const __m512 w0 = _mm512_castsi512_ps(_mm512_slli_epi32(
+    const __m512 wk = _mm512_castsi512_ps(_mm512_slli_epi32(
         _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(mask, w + i)), 16));
     for (int t = 0; t < n; ++t) {
-      acc0[t] = _mm512_fmadd_ps(w0, _mm512_maskz_loadu_ps(mask, x[t] + i), acc0[t]);
+      acc[t][k] = _mm512_fmadd_ps(wk, _mm512_maskz_loadu_ps(mask, x[t] + i), acc[t][k]);
     }
   }
-  for (int t = 0; t < n; ++t) out[t] = _mm512_reduce_add_ps(_mm512_add_ps(acc0[t], acc1[t]));
+  for (int t = 0; t < n; ++t) {
+    const __m512 sum = _mm512_add_ps(_mm512_add_ps(acc[t][0], acc[t][1]),
+                                     _mm512_add_ps(acc[t][2], acc[t][3]));
+    out[t] = _mm512_reduce_add_ps(sum);
+  }
 }
 #endif
 
