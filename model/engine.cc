@@ -38,7 +38,9 @@ Result<std::unique_ptr<Engine>> Engine::Create(const ModelDirectory& model,
   const size_t block_bytes =
       RankKvCache::BytesPerBlock(c.num_layers, options.block_size, shape0.kv_heads, c.head_dim) *
       options.tp;
-  const int num_blocks = static_cast<int>((static_cast<size_t>(options.kv_cache_mb) << 20) / block_bytes);
+  const int num_blocks = options.kv_cache_blocks > 0
+                             ? options.kv_cache_blocks
+                             : static_cast<int>((static_cast<size_t>(options.kv_cache_mb) << 20) / block_bytes);
   if (num_blocks < 1) {
     return InvalidArgument("--kv-cache-mb " + std::to_string(options.kv_cache_mb) +
                            " holds no block of " + std::to_string(block_bytes) + " bytes");

@@ -21,6 +21,7 @@ struct EngineOptions {
   int threads = 0;         // compute threads in all, shared out among ranks (0: all cores)
   int block_size = 16;     // tokens per KV block
   int kv_cache_mb = 256;   // KV cache size in MiB, all ranks together
+  int kv_cache_blocks = 0; // exact number of KV blocks (overrides kv_cache_mb when > 0)
   bool trace = true;       // per-op timing in every step's trace
   int skip_mlp_allreduce_layer = -1;  // fault injection for tests
 };

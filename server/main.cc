@@ -19,6 +19,10 @@ int main(int argc, char** argv) {
   tpserve::AddMakeModelCommand(app, &action);
   tpserve::AddTokenizeCommand(app, &action);
   tpserve::AddInspectCommand(app, &action);
+#if defined(TPSERVE_WITH_GRPC)
+  tpserve::AddServeCommand(app, &action);
+  tpserve::AddClientCommand(app, &action);
+#endif
   tpserve::AddGenerateCommand(app, &action);
   tpserve::AddBenchDecodeCommand(app, &action);
   tpserve::AddDevicesCommand(app, &action);

@@ -125,6 +125,8 @@ void AddEngineFlags(CLI::App* cmd, EngineOptions* engine) {
   cmd->add_option("--block-size", engine->block_size, "Tokens per KV-cache block")->capture_default_str();
   cmd->add_option("--kv-cache-mb", engine->kv_cache_mb, "KV cache size in MiB (all ranks)")
       ->capture_default_str();
+  cmd->add_option("--kv-cache-blocks", engine->kv_cache_blocks,
+                  "Exact number of KV blocks (overrides --kv-cache-mb)");
 }
 
 void AddGenerateCommand(CLI::App& app, CommandAction* action) {

@@ -1,0 +1,120 @@
+// `tpserve client`: sends one prompt to a tpserve server, streams the text to the terminal as it
+// arrives and prints the timings; --json prints one object instead.
+#include <grpcpp/grpcpp.h>
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+#include "server/commands/commands.h"
+#include "tpserve/v1/tpserve.grpc.pb.h"
+
+namespace tpserve {
+namespace {
+
+struct ClientOptions {
+  std::string target = "127.0.0.1:50051";
+  std::string prompt;
+  int max_tokens = 64;
+  float temperature = 0;
+  float top_p = 1;
+  int top_k = 0;
+  uint64_t seed = 0;
+  bool ignore_eos = false;
+  std::vector<std::string> stop;
+  double timeout_s = 0;
+  bool json = false;
+};
+
+int Run(const ClientOptions& o) {
+  auto channel = grpc::CreateChannel(o.target, grpc::InsecureChannelCredentials());
+  auto stub = v1::TpServe::NewStub(channel);
+  v1::GenerateRequest request;
+  request.set_text(o.prompt);
+  request.set_max_tokens(o.max_tokens);
+  request.set_ignore_eos(o.ignore_eos);
+  request.mutable_sampling()->set_temperature(o.temperature);
+  request.mutable_sampling()->set_top_p(o.top_p);
+  request.mutable_sampling()->set_top_k(o.top_k);
+  request.mutable_sampling()->set_seed(o.seed);
+  for (const auto& s : o.stop) request.add_stop(s);
+
+  grpc::ClientContext context;
+  if (o.timeout_s > 0) {
+    context.set_deadline(std::chrono::system_clock::now() +
+                         std::chrono::microseconds(static_cast<int64_t>(o.timeout_s * 1e6)));
+  }
+  const auto start = std::chrono::steady_clock::now();
+  auto reader = stub->Generate(&context, request);
+  v1::GenerateResponse response, last;
+  std::string text;
+  std::vector<int32_t> ids;
+  double first_token_s = -1;
+  while (reader->Read(&response)) {
+    if (first_token_s < 0 && response.token_ids_size() > 0) {
+      first_token_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    }
+    text += response.text();
+    ids.insert(ids.end(), response.token_ids().begin(), response.token_ids().end());
+    if (!o.json) {
+      std::fputs(response.text().c_str(), stdout);
+      std::fflush(stdout);
+    }
+    if (response.finish_reason() != v1::FINISH_REASON_UNSPECIFIED) last = response;
+  }
+  const grpc::Status status = reader->Finish();
+  if (!status.ok()) {
+    if (!o.json) std::printf("\n");
+    spdlog::error("client: {} ({})", status.error_message(), static_cast<int>(status.error_code()));
+    return 1;
+  }
+  const double e2e = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const v1::Timing& t = last.timing();
+  if (o.json) {
+    nlohmann::json out = {{"text", text},
+                          {"token_ids", ids},
+                          {"finish_reason", v1::FinishReason_Name(last.finish_reason())},
+                          {"prompt_tokens", last.prompt_tokens()},
+                          {"completion_tokens", last.completion_tokens()},
+                          {"client_ttft_s", first_token_s},
+                          {"client_e2e_s", e2e},
+                          {"server", {{"queue_s", t.queue_seconds()},
+                                      {"ttft_s", t.time_to_first_token_seconds()},
+                                      {"decode_s", t.decode_seconds()},
+                                      {"e2e_s", t.e2e_seconds()},
+                                      {"compute_s", t.compute_seconds()},
+                                      {"comm_s", t.comm_seconds()},
+                                      {"preemptions", t.preemptions()}}}};
+    std::printf("%s\n", out.dump().c_str());
+  } else {
+    std::fprintf(stderr,
+                 "\n[%s: %d prompt + %d completion tokens; ttft %.1f ms, e2e %.1f ms; server: queue "
+                 "%.1f ms, decode %.1f ms, compute %.1f ms, comm %.1f ms]\n",
+                 v1::FinishReason_Name(last.finish_reason()).c_str(), last.prompt_tokens(),
+                 last.completion_tokens(), first_token_s * 1e3, e2e * 1e3, t.queue_seconds() * 1e3,
+                 t.decode_seconds() * 1e3, t.compute_seconds() * 1e3, t.comm_seconds() * 1e3);
+  }
+  return 0;
+}
+
+}  // namespace
+
+void AddClientCommand(CLI::App& app, CommandAction* action) {
+  auto o = std::make_shared<ClientOptions>();
+  CLI::App* cmd = app.add_subcommand("client", "Send a prompt to a tpserve server and stream the completion.");
+  cmd->add_option("--target", o->target, "Server address host:port")->capture_default_str();
+  cmd->add_option("--prompt", o->prompt, "Prompt text")->required();
+  cmd->add_option("--max-tokens", o->max_tokens, "Tokens to generate")->capture_default_str();
+  cmd->add_option("--temperature", o->temperature, "0: greedy")->capture_default_str();
+  cmd->add_option("--top-p", o->top_p, "Nucleus mass in (0, 1]")->capture_default_str();
+  cmd->add_option("--top-k", o->top_k, "0: off")->capture_default_str();
+  cmd->add_option("--seed", o->seed, "Sampling seed")->capture_default_str();
+  cmd->add_flag("--ignore-eos", o->ignore_eos, "Generate exactly --max-tokens tokens");
+  cmd->add_option("--stop", o->stop, "Stop string (repeatable)");
+  cmd->add_option("--timeout", o->timeout_s, "Deadline in seconds (0: none)");
+  cmd->add_flag("--json", o->json, "Print one JSON object");
+  cmd->callback([o, action] { *action = [o] { return Run(*o); }; });
+}
+
+}  // namespace tpserve

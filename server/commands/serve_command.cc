@@ -1,0 +1,149 @@
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/grpcpp.h>
+#include <grpcpp/health_check_service_interface.h>
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <csignal>
+#include <thread>
+
+#include "model/engine.h"
+#include "model/model_directory.h"
+#include "server/commands/commands.h"
+#include "server/engine_loop.h"
+#include "server/grpc_service.h"
+#include "server/metrics_http.h"
+
+namespace tpserve {
+namespace {
+
+struct ServeOptions {
+  std::string model;
+  std::string host = "127.0.0.1";
+  int port = 50051;
+  int metrics_port = 9090;
+  int drain_seconds = 30;
+  int max_message_bytes = 1 << 20;
+  EngineOptions engine;
+  EngineLoopOptions loop;
+};
+
+// Blocks until SIGTERM or SIGINT (both are blocked in every thread, so only this wait sees them).
+int WaitForSignal(const sigset_t& signals) {
+  int signal = 0;
+  sigwait(&signals, &signal);
+  return signal;
+}
+
+int Run(const ServeOptions& options) {
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);  // before any thread starts
+
+  auto model = OpenModelDirectory(options.model);
+  if (!model.ok()) {
+    spdlog::error("serve: {}", model.status().ToString());
+    return 1;
+  }
+  EngineOptions engine_options = options.engine;
+  auto engine = Engine::Create(*model, engine_options);
+  if (!engine.ok()) {
+    spdlog::error("serve: {}", engine.status().ToString());
+    return 1;
+  }
+  EngineLoopOptions loop_options = options.loop;
+  loop_options.scheduler.block_size = (*engine)->block_size();
+  if (loop_options.max_model_len <= 0 || loop_options.max_model_len > model->config.max_position_embeddings) {
+    loop_options.max_model_len = model->config.max_position_embeddings;
+  }
+  ServerMetrics metrics;
+  EngineLoop loop(engine->get(), &model->tokenizer, loop_options, &metrics);
+  ServiceLimits limits{.max_model_len = loop_options.max_model_len};
+  TpServeService service(&*model, &loop, engine->get(), &metrics, loop_options, limits);
+
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  int grpc_port = 0;
+  builder.AddListeningPort(options.host + ":" + std::to_string(options.port),
+                           grpc::InsecureServerCredentials(), &grpc_port);
+  builder.SetMaxReceiveMessageSize(options.max_message_bytes);
+  builder.RegisterService(&service);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (!server || grpc_port == 0) {
+    spdlog::error("serve: cannot listen on {}:{}", options.host, options.port);
+    return 1;
+  }
+  MetricsHttpServer metrics_http(&metrics);
+  auto metrics_port = metrics_http.Start(options.host, options.metrics_port);
+  if (!metrics_port.ok()) {
+    spdlog::error("serve: {}", metrics_port.status().message());
+    return 1;
+  }
+  loop.Start();
+  server->GetHealthCheckService()->SetServingStatus(true);
+  spdlog::info("serving {} ({}, tp={}, {} KV blocks of {} tokens, max batch {}, max queue {})",
+               options.model, model->config.architecture_name, engine_options.tp,
+               (*engine)->block_pool().total_blocks(), (*engine)->block_size(),
+               loop_options.scheduler.max_batch_size, loop_options.max_queue);
+  spdlog::info("tpserve ready: grpc {}:{} metrics {}:{}", options.host, grpc_port, options.host, *metrics_port);
+
+  // Engine health is reflected in grpc.health.v1 while we wait for a signal.
+  std::atomic<bool> stopping{false};
+  std::thread health([&] {
+    while (!stopping) {
+      if (!loop.healthy()) server->GetHealthCheckService()->SetServingStatus(false);
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  });
+  const int signal = WaitForSignal(signals);
+  spdlog::info("received {}: draining (up to {} s)", signal == SIGTERM ? "SIGTERM" : "SIGINT",
+               options.drain_seconds);
+  server->GetHealthCheckService()->SetServingStatus(false);
+  service.StartDraining();
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(options.drain_seconds);
+  while (loop.in_flight() > 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  const int abandoned = loop.in_flight();
+  loop.Stop();  // cancels whatever is left
+  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  stopping = true;
+  health.join();
+  metrics_http.Stop();
+  spdlog::info("stopped ({} requests cancelled at the end of the drain)", abandoned);
+  return 0;
+}
+
+}  // namespace
+
+void AddServeCommand(CLI::App& app, CommandAction* action) {
+  auto options = std::make_shared<ServeOptions>();
+  CLI::App* cmd = app.add_subcommand(
+      "serve",
+      "Serve completions over gRPC (tpserve.v1.TpServe, grpc.health.v1, reflection) with\n"
+      "continuous batching, and Prometheus metrics over HTTP. SIGTERM drains and exits 0.");
+  cmd->add_option("--model", options->model, "Model directory")->required();
+  cmd->add_option("--host", options->host, "Address to listen on (loopback by default)")->capture_default_str();
+  cmd->add_option("--port", options->port, "gRPC port (0: pick a free one)")->capture_default_str();
+  cmd->add_option("--metrics-port", options->metrics_port, "HTTP /metrics port (0: pick a free one)")
+      ->capture_default_str();
+  AddEngineFlags(cmd, &options->engine);
+  cmd->add_option("--max-model-len", options->loop.max_model_len,
+                  "Prompt + max_tokens limit (0: the model's max_position_embeddings)")->capture_default_str();
+  cmd->add_option("--max-batch-size", options->loop.scheduler.max_batch_size, "Running sequences")
+      ->capture_default_str();
+  cmd->add_option("--max-wait-us", options->loop.max_wait_us,
+                  "How long an idle engine waits for more requests before a partial batch")
+      ->capture_default_str();
+  cmd->add_option("--max-batched-tokens", options->loop.scheduler.max_batched_tokens,
+                  "Token budget per step (prompts are prefilled in chunks)")->capture_default_str();
+  cmd->add_option("--max-queue", options->loop.max_queue, "Waiting requests before RESOURCE_EXHAUSTED")
+      ->capture_default_str();
+  cmd->add_option("--drain-seconds", options->drain_seconds, "Grace period on SIGTERM")->capture_default_str();
+  cmd->callback([options, action] { *action = [options] { return Run(*options); }; });
+}
+
+}  // namespace tpserve

@@ -1,0 +1,331 @@
+#include "server/engine_loop.h"
+
+#include <algorithm>
+
+#include "model/tokenizer/incremental_decoder.h"
+
+namespace tpserve {
+
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+double Seconds(Clock::time_point from, Clock::time_point to) {
+  return std::chrono::duration<double>(to - from).count();
+}
+
+// Length of the longest suffix of `text` that is a proper prefix of some stop string: text that
+// must be held back because the next tokens could complete a stop string.
+size_t HeldSuffix(const std::string& text, const std::vector<std::string>& stops) {
+  size_t held = 0;
+  for (const std::string& stop : stops) {
+    for (size_t k = std::min(text.size(), stop.size() - 1); k > held; --k) {
+      if (text.compare(text.size() - k, k, stop, 0, k) == 0) {
+        held = k;
+        break;
+      }
+    }
+  }
+  return held;
+}
+
+}  // namespace
+
+std::string FinishReasonName(FinishReason reason) {
+  switch (reason) {
+    case FinishReason::kLength: return "length";
+    case FinishReason::kStop: return "stop";
+    case FinishReason::kCancelled: return "cancelled";
+  }
+  return "?";
+}
+
+struct EngineLoop::Request {
+  uint64_t id = 0;
+  ServeRequest request;
+  Sampler sampler{0};
+  std::unique_ptr<IncrementalDecoder> decoder;
+  std::string held_text;  // decoded text not yet sent (may start a stop string)
+  std::vector<SampledToken> pending_tokens;
+  int completion_tokens = 0;
+  RequestTiming timing;
+  Clock::time_point arrived, first_scheduled, first_token, last_token;
+  bool scheduled = false;
+};
+
+EngineLoop::EngineLoop(Engine* engine, const Tokenizer* tokenizer, const EngineLoopOptions& options,
+                       ServerMetrics* metrics)
+    : engine_(engine),
+      tokenizer_(tokenizer),
+      options_(options),
+      metrics_(metrics),
+      scheduler_(options.scheduler, &engine->block_pool()) {
+  if (options_.max_model_len <= 0) options_.max_model_len = engine->config().max_position_embeddings;
+  metrics_->kv_blocks_total = engine->block_pool().total_blocks();
+  UpdateGauges();
+}
+
+EngineLoop::~EngineLoop() { Stop(); }
+
+void EngineLoop::Start() { thread_ = std::thread([this] { Run(); }); }
+
+void EngineLoop::Stop() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (stop_ && !thread_.joinable()) return;
+    stop_ = true;
+  }
+  wake_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+int EngineLoop::in_flight() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return in_flight_;
+}
+
+Result<uint64_t> EngineLoop::Submit(ServeRequest request) {
+  const size_t positions = request.prompt.size() + request.max_tokens;
+  const size_t blocks = (positions + engine_->block_size() - 1) / engine_->block_size();
+  if (blocks > static_cast<size_t>(engine_->block_pool().total_blocks())) {
+    return Status(StatusCode::kResourceExhausted,
+                  "prompt + max_tokens = " + std::to_string(positions) + " positions need " +
+                      std::to_string(blocks) + " KV blocks but the cache has " +
+                      std::to_string(engine_->block_pool().total_blocks()));
+  }
+  auto r = std::make_unique<Request>();
+  r->arrived = Clock::now();
+  r->sampler = Sampler(request.sampling.seed);
+  r->decoder = std::make_unique<IncrementalDecoder>(*tokenizer_, /*skip_special=*/true);
+  r->request = std::move(request);
+  uint64_t id;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (stop_ || !healthy_) return Status(StatusCode::kUnavailable, "the engine is not serving");
+    if (metrics_->requests_waiting.load() + static_cast<int>(inbox_.size()) >= options_.max_queue) {
+      return Status(StatusCode::kResourceExhausted,
+                    "request queue is full (" + std::to_string(options_.max_queue) + " waiting)");
+    }
+    id = next_id_++;
+    r->id = id;
+    inbox_.push_back(std::move(r));
+    ++in_flight_;
+  }
+  wake_.notify_one();
+  return id;
+}
+
+void EngineLoop::Cancel(uint64_t id) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    cancels_.insert(id);
+  }
+  wake_.notify_one();
+}
+
+void EngineLoop::Run() {
+  while (true) {
+    std::vector<std::unique_ptr<Request>> arrivals;
+    std::unordered_set<uint64_t> cancels;
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      wake_.wait(lock, [&] {
+        return stop_ || !inbox_.empty() || !cancels_.empty() || !scheduler_.idle();
+      });
+      if (stop_) break;
+      // An idle engine waits briefly for more requests, so they start as one batch.
+      if (scheduler_.idle() && options_.max_wait_us > 0) {
+        wake_.wait_for(lock, std::chrono::microseconds(options_.max_wait_us), [&] {
+          return stop_ || static_cast<int>(inbox_.size()) >= options_.scheduler.max_batch_size;
+        });
+        if (stop_) break;
+      }
+      arrivals.swap(inbox_);
+      cancels.swap(cancels_);
+    }
+    Admit(std::move(arrivals));
+    ApplyCancellations(cancels);
+    if (!scheduler_.idle()) Step();
+    UpdateGauges();
+  }
+  // Shutting down: everything still here is cancelled.
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (auto& r : inbox_) requests_.emplace(r->id, std::move(r));
+    inbox_.clear();
+  }
+  std::vector<uint64_t> ids;
+  for (auto& [id, r] : requests_) ids.push_back(id);
+  for (uint64_t id : ids) Finish(id, FinishReason::kCancelled);
+}
+
+void EngineLoop::Admit(std::vector<std::unique_ptr<Request>> arrivals) {
+  for (auto& r : arrivals) {
+    auto sequence = std::make_unique<ScheduledSequence>();
+    sequence->id = r->id;
+    sequence->tokens = r->request.prompt;
+    sequence->prompt_length = r->request.prompt.size();
+      scheduler_.Add(std::move(sequence));
+    requests_.emplace(r->id, std::move(r));
+  }
+}
+
+void EngineLoop::ApplyCancellations(const std::unordered_set<uint64_t>& cancels) {
+  for (uint64_t id : cancels) {
+    if (requests_.count(id)) Finish(id, FinishReason::kCancelled);
+  }
+}
+
+void EngineLoop::Step() {
+  ScheduleDecision decision = scheduler_.Schedule(step_id_++);
+  metrics_->preemptions += decision.preempted.size();
+  if (decision.plan.sequences.empty()) return;
+  const auto now = Clock::now();
+  for (ScheduledSequence* s : decision.sequences) {
+    Request& r = *requests_.at(s->id);
+    if (!r.scheduled) {
+      r.scheduled = true;
+      r.first_scheduled = now;
+      r.timing.queue_s = Seconds(r.arrived, now);
+      metrics_->request_queue_time.Observe(r.timing.queue_s);
+    }
+  }
+  auto result = engine_->Step(decision.plan);
+  if (!result.ok()) {
+    FailAll(Status(StatusCode::kUnavailable, "engine step failed: " + result.status().message()));
+    return;
+  }
+  const StepTrace& trace = result->trace;
+  const RankTrace& slowest = trace.ranks[trace.SlowestRank()];
+  const double compute_s = slowest.ComputeNs() * 1e-9, comm_s = slowest.CommNs() * 1e-9;
+  metrics_->steps++;
+  metrics_->step_compute.Observe(compute_s);
+  metrics_->step_comm.Observe(comm_s);
+  metrics_->step_host.Observe(trace.HostNs() * 1e-9);
+  uint64_t seen = metrics_->max_batch_seen.load();
+  while (static_cast<uint64_t>(trace.batch_size) > seen &&
+         !metrics_->max_batch_seen.compare_exchange_weak(seen, trace.batch_size)) {
+  }
+  for (const OpRecord& op : slowest.ops) {
+    if (op.op == OpKind::kAllReduceAttn || op.op == OpKind::kAllReduceMlp) {
+      metrics_->ObserveAllReduce(op.bytes, op.duration_ns * 1e-9);
+    }
+  }
+
+  // Each sequence's share of the step, by its tokens in it.
+  const double tokens_in_step = std::max(1, decision.plan.token_count());
+  const int vocab = engine_->config().vocab_size;
+  int row = 0;
+  for (size_t k = 0; k < decision.sequences.size(); ++k) {
+    ScheduledSequence& s = *decision.sequences[k];
+    const SequencePlan& p = decision.plan.sequences[k];
+    Request& r = *requests_.at(s.id);
+    const double share = p.tokens.size() / tokens_in_step;
+    r.timing.compute_s += compute_s * share;
+    r.timing.comm_s += comm_s * share;
+    s.computed += p.tokens.size();
+    if (!p.want_logits) continue;
+    std::span<const float> logits(result->logits.data() + static_cast<size_t>(row++) * vocab, vocab);
+    std::vector<int32_t> banned;
+    const SamplingParams& sampling = r.request.sampling;
+    if (r.completion_tokens < sampling.min_tokens) {
+      banned = sampling.stop_token_ids;
+      if (!sampling.ignore_eos) {
+        banned.insert(banned.end(), engine_->config().eos_token_ids.begin(), engine_->config().eos_token_ids.end());
+      }
+    }
+    const SampledToken token = r.sampler.Sample(logits, sampling, banned);
+    s.tokens.push_back(token.id);
+    ProcessToken(r, token);
+  }
+}
+
+void EngineLoop::ProcessToken(Request& r, const SampledToken& token) {
+  const auto now = Clock::now();
+  if (r.completion_tokens == 0) {
+    r.first_token = now;
+    r.timing.time_to_first_token_s = Seconds(r.arrived, now);
+    metrics_->time_to_first_token.Observe(r.timing.time_to_first_token_s);
+  } else {
+    metrics_->inter_token_latency.Observe(Seconds(r.last_token, now));
+  }
+  r.last_token = now;
+  ++r.completion_tokens;
+  const SamplingParams& sampling = r.request.sampling;
+  const std::vector<int>& eos = engine_->config().eos_token_ids;
+  const bool stop_token =
+      std::find(sampling.stop_token_ids.begin(), sampling.stop_token_ids.end(), token.id) !=
+          sampling.stop_token_ids.end() ||
+      (!sampling.ignore_eos && std::find(eos.begin(), eos.end(), token.id) != eos.end());
+
+  auto piece = r.decoder->Push(token.id);
+  r.held_text += piece.ok() ? *piece : std::string();
+  r.pending_tokens.push_back(token);
+
+  // Stop strings: cut the text before the first match and finish.
+  for (const std::string& stop : r.request.stop) {
+    const size_t at = r.held_text.find(stop);
+    if (at != std::string::npos) {
+      r.held_text.resize(at);
+      r.request.sink->OnDelta(std::move(r.held_text), std::move(r.pending_tokens));
+      r.held_text.clear();
+      r.pending_tokens.clear();
+      Finish(r.id, FinishReason::kStop);
+      return;
+    }
+  }
+  const bool last = stop_token || r.completion_tokens >= r.request.max_tokens;
+  if (last) r.held_text += r.decoder->Finish();
+  const size_t hold = last ? 0 : HeldSuffix(r.held_text, r.request.stop);
+  if (r.held_text.size() > hold || last) {
+    std::string text = r.held_text.substr(0, r.held_text.size() - hold);
+    r.held_text.erase(0, r.held_text.size() - hold);
+    r.request.sink->OnDelta(std::move(text), std::move(r.pending_tokens));
+    r.pending_tokens.clear();
+  }
+  if (last) Finish(r.id, stop_token ? FinishReason::kStop : FinishReason::kLength);
+}
+
+void EngineLoop::Finish(uint64_t id, FinishReason reason) {
+  auto it = requests_.find(id);
+  if (it == requests_.end()) return;
+  std::unique_ptr<Request> r = std::move(it->second);
+  requests_.erase(it);
+  std::unique_ptr<ScheduledSequence> sequence = scheduler_.Remove(id);
+  const auto now = Clock::now();
+  r->timing.e2e_s = Seconds(r->arrived, now);
+  if (r->completion_tokens > 0) r->timing.decode_s = Seconds(r->first_token, r->last_token);
+  if (sequence) r->timing.preemptions = sequence->preemptions;
+  metrics_->e2e_request_latency.Observe(r->timing.e2e_s);
+  metrics_->CountFinished(FinishReasonName(reason));
+  r->request.sink->OnFinish(reason, static_cast<int>(r->request.prompt.size()), r->completion_tokens,
+                            r->timing);
+  std::lock_guard<std::mutex> lock(mutex_);
+  --in_flight_;
+}
+
+void EngineLoop::FailAll(const Status& status) {
+  healthy_ = false;
+  std::vector<uint64_t> ids;
+  for (auto& [id, r] : requests_) ids.push_back(id);
+  for (uint64_t id : ids) {
+    std::unique_ptr<Request> r = std::move(requests_.at(id));
+    requests_.erase(id);
+    scheduler_.Remove(id);
+    metrics_->CountError(std::string(StatusCodeName(status.code())));
+    r->request.sink->OnError(status);
+    std::lock_guard<std::mutex> lock(mutex_);
+    --in_flight_;
+  }
+}
+
+void EngineLoop::UpdateGauges() {
+  metrics_->requests_running = scheduler_.running();
+  metrics_->requests_waiting = scheduler_.waiting();
+  const KvBlockPool& pool = engine_->block_pool();
+  metrics_->kv_blocks_free = pool.free_blocks();
+  metrics_->kv_cache_usage =
+      pool.total_blocks() ? 1.0 - static_cast<double>(pool.free_blocks()) / pool.total_blocks() : 0.0;
+}
+
+}  // namespace tpserve

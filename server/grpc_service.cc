@@ -1,0 +1,361 @@
+#include "server/grpc_service.h"
+
+#include <deque>
+#include <mutex>
+
+#include "model/tokenizer/utf8.h"
+
+namespace tpserve {
+namespace {
+
+v1::FinishReason ToProto(FinishReason reason) {
+  switch (reason) {
+    case FinishReason::kLength: return v1::FINISH_REASON_LENGTH;
+    case FinishReason::kStop: return v1::FINISH_REASON_STOP;
+    case FinishReason::kCancelled: return v1::FINISH_REASON_CANCELLED;
+  }
+  return v1::FINISH_REASON_UNSPECIFIED;
+}
+
+void FillHistogram(const Histogram::Snapshot& h, v1::Histogram* out) {
+  for (double b : h.upper_bounds) out->add_upper_bounds(b);
+  for (uint64_t c : h.counts) out->add_counts(c);
+  out->set_sum(h.sum);
+  out->set_count(h.count);
+}
+
+// One Generate call: the sink the engine loop writes to, and the gRPC reactor that drains it one
+// write at a time. The engine thread and gRPC's threads meet only under `mutex_`; reactor methods
+// are called outside it (gRPC may run reactions inline).
+class GenerateCall final : public grpc::ServerWriteReactor<v1::GenerateResponse>,
+                           public std::enable_shared_from_this<GenerateCall> {
+ public:
+  // The sink handed to the engine loop. It keeps the call alive only through a weak pointer, so
+  // a finished call is never written to.
+  class Sink final : public GenerationSink {
+   public:
+    explicit Sink(std::weak_ptr<GenerateCall> call) : call_(std::move(call)) {}
+    void OnDelta(std::string text, std::vector<SampledToken> tokens) override {
+      if (auto c = call_.lock()) c->Delta(std::move(text), tokens);
+    }
+    void OnFinish(FinishReason reason, int prompt_tokens, int completion_tokens,
+                  const RequestTiming& timing) override {
+      if (auto c = call_.lock()) c->Final(reason, prompt_tokens, completion_tokens, timing);
+    }
+    void OnError(Status status) override {
+      if (auto c = call_.lock()) c->Error(ToGrpcStatus(status));
+    }
+
+   private:
+    std::weak_ptr<GenerateCall> call_;
+  };
+
+  GenerateCall(EngineLoop* loop, std::string request_id, ServerMetrics* metrics)
+      : loop_(loop), request_id_(std::move(request_id)), metrics_(metrics) {}
+
+  // Keeps itself alive until gRPC says the call is done.
+  void Start(Result<ServeRequest> request) {
+    self_ = shared_from_this();
+    if (!request.ok()) {
+      metrics_->CountError(std::string(StatusCodeName(request.status().code())));
+      FinishOnce(ToGrpcStatus(request.status()));
+      return;
+    }
+    request->sink = std::make_shared<Sink>(weak_from_this());
+    auto id = loop_->Submit(std::move(request).value());
+    if (!id.ok()) {
+      metrics_->CountError(std::string(StatusCodeName(id.status().code())));
+      FinishOnce(ToGrpcStatus(id.status()));
+      return;
+    }
+    std::lock_guard<std::mutex> lock(mutex_);
+    engine_id_ = *id;
+  }
+
+  void OnWriteDone(bool ok) override {
+    const v1::GenerateResponse* next = nullptr;
+    bool finish = false;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      queue_.pop_front();
+      writing_ = false;
+      if (!ok || cancelled_) {
+        ok = false;
+        finish = true;  // the client went away; OnCancel cancels the sequence
+      } else if (!queue_.empty()) {
+        next = &queue_.front();
+        writing_ = true;
+      } else {
+        finish = final_queued_;
+      }
+    }
+    if (next) StartWrite(next);
+    if (finish) FinishOnce(ok ? final_status_ : grpc::Status::CANCELLED);
+  }
+
+  // Client cancel, disconnect or deadline: the sequence is cancelled (its KV blocks are freed
+  // before the next step); the call finishes now, or when the write in flight completes.
+  void OnCancel() override {
+    uint64_t id;
+    bool finish_now;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      id = engine_id_;
+      cancelled_ = true;
+      finish_now = !writing_;
+    }
+    if (id != 0) loop_->Cancel(id);
+    if (finish_now) FinishOnce(grpc::Status::CANCELLED);
+  }
+
+  void OnDone() override {
+    std::shared_ptr<GenerateCall> keep = std::move(self_);  // released when this returns
+  }
+
+ private:
+  void Delta(std::string text, const std::vector<SampledToken>& tokens) {
+    v1::GenerateResponse response;
+    response.set_request_id(request_id_);
+    response.set_text(std::move(text));
+    for (const SampledToken& t : tokens) {
+      response.add_token_ids(t.id);
+      if (t.top.empty()) continue;
+      v1::TokenLogprobs* lp = response.add_logprobs();
+      lp->set_id(t.id);
+      lp->set_logprob(t.logprob);
+      for (const TokenLogprob& alt : t.top) {
+        v1::TokenLogprob* a = lp->add_top();
+        a->set_id(alt.id);
+        a->set_logprob(alt.logprob);
+      }
+    }
+    Enqueue(std::move(response), false);
+  }
+
+  void Final(FinishReason reason, int prompt_tokens, int completion_tokens, const RequestTiming& t) {
+    v1::GenerateResponse response;
+    response.set_request_id(request_id_);
+    response.set_finish_reason(ToProto(reason));
+    response.set_prompt_tokens(prompt_tokens);
+    response.set_completion_tokens(completion_tokens);
+    v1::Timing* timing = response.mutable_timing();
+    timing->set_queue_seconds(t.queue_s);
+    timing->set_time_to_first_token_seconds(t.time_to_first_token_s);
+    timing->set_decode_seconds(t.decode_s);
+    timing->set_e2e_seconds(t.e2e_s);
+    timing->set_compute_seconds(t.compute_s);
+    timing->set_comm_seconds(t.comm_s);
+    timing->set_preemptions(t.preemptions);
+    Enqueue(std::move(response), true);
+  }
+
+  void Error(grpc::Status status) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      final_status_ = status;
+      if (writing_) {
+        final_queued_ = true;  // finish after the write in flight
+        return;
+      }
+    }
+    FinishOnce(status);
+  }
+
+  void Enqueue(v1::GenerateResponse response, bool last) {
+    const v1::GenerateResponse* start = nullptr;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (finished_ || cancelled_) return;
+      queue_.push_back(std::move(response));
+      final_queued_ = final_queued_ || last;
+      if (!writing_) {
+        writing_ = true;
+        start = &queue_.front();
+      }
+    }
+    if (start) StartWrite(start);
+  }
+
+  void FinishOnce(const grpc::Status& status) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (finished_) return;
+      finished_ = true;
+    }
+    Finish(status);
+  }
+
+  EngineLoop* loop_;
+  std::string request_id_;
+  ServerMetrics* metrics_;
+  std::shared_ptr<GenerateCall> self_;
+
+  std::mutex mutex_;
+  std::deque<v1::GenerateResponse> queue_;  // front: the write in flight
+  bool writing_ = false;
+  bool final_queued_ = false;
+  bool finished_ = false;
+  bool cancelled_ = false;
+  grpc::Status final_status_ = grpc::Status::OK;
+  uint64_t engine_id_ = 0;
+};
+
+}  // namespace
+
+grpc::Status ToGrpcStatus(const Status& status) {
+  if (status.ok()) return grpc::Status::OK;
+  return grpc::Status(static_cast<grpc::StatusCode>(status.code()), status.message());
+}
+
+TpServeService::TpServeService(const ModelDirectory* model, EngineLoop* loop, Engine* engine,
+                               ServerMetrics* metrics, const EngineLoopOptions& loop_options,
+                               const ServiceLimits& limits)
+    : model_(model), loop_(loop), engine_(engine), metrics_(metrics), loop_options_(loop_options),
+      limits_(limits) {
+  if (limits_.max_model_len <= 0) limits_.max_model_len = model->config.max_position_embeddings;
+}
+
+Result<ServeRequest> TpServeService::Validate(const v1::GenerateRequest& r) const {
+  ServeRequest out;
+  out.request_id = r.request_id();
+  if (r.prompt_case() == v1::GenerateRequest::kText) {
+    if (r.text().empty()) return InvalidArgument("prompt: text is empty");
+    if (size_t bad = FindInvalidUtf8(r.text()); bad != std::string::npos) {
+      return InvalidArgument("prompt: text is not valid UTF-8 (byte " + std::to_string(bad) + ")");
+    }
+    ASSIGN_OR_RETURN(out.prompt, EncodePrompt(*model_, r.text()));
+  } else if (r.prompt_case() == v1::GenerateRequest::kTokenIds) {
+    if (r.token_ids().ids().empty()) return InvalidArgument("prompt: token_ids is empty");
+    for (int32_t id : r.token_ids().ids()) {
+      if (id < 0 || id >= model_->config.vocab_size) {
+        return InvalidArgument("prompt: token id " + std::to_string(id) + " is outside the vocabulary (0.." +
+                               std::to_string(model_->config.vocab_size - 1) + ")");
+      }
+    }
+    out.prompt.assign(r.token_ids().ids().begin(), r.token_ids().ids().end());
+  } else {
+    return InvalidArgument("prompt: neither text nor token_ids is set");
+  }
+  const int prompt = static_cast<int>(out.prompt.size());
+  const int limit = limits_.max_model_len;
+  if (prompt >= limit) {
+    return InvalidArgument("prompt: " + std::to_string(prompt) + " tokens, but the context window is " +
+                           std::to_string(limit) + " tokens");
+  }
+  if (r.max_tokens() <= 0) {
+    return InvalidArgument("max_tokens: must be at least 1, got " + std::to_string(r.max_tokens()));
+  }
+  if (prompt + r.max_tokens() > limit) {
+    return InvalidArgument("max_tokens: prompt (" + std::to_string(prompt) + " tokens) + max_tokens (" +
+                           std::to_string(r.max_tokens()) + ") = " + std::to_string(prompt + r.max_tokens()) +
+                           " exceeds the context window of " + std::to_string(limit) + " tokens");
+  }
+  out.max_tokens = r.max_tokens();
+  if (r.min_tokens() < 0 || r.min_tokens() > r.max_tokens()) {
+    return InvalidArgument("min_tokens: must be in [0, max_tokens], got " + std::to_string(r.min_tokens()));
+  }
+  const v1::SamplingParams& s = r.sampling();
+  if (s.temperature() < 0) {
+    return InvalidArgument("sampling.temperature: must be >= 0, got " + std::to_string(s.temperature()));
+  }
+  if (s.top_p() < 0 || s.top_p() > 1) {
+    return InvalidArgument("sampling.top_p: must be in (0, 1], got " + std::to_string(s.top_p()));
+  }
+  if (s.top_k() < 0) return InvalidArgument("sampling.top_k: must be >= 0, got " + std::to_string(s.top_k()));
+  if (r.logprobs() < 0 || r.logprobs() > limits_.max_logprobs) {
+    return InvalidArgument("logprobs: must be in [0, " + std::to_string(limits_.max_logprobs) + "], got " +
+                           std::to_string(r.logprobs()));
+  }
+  if (r.stop_size() > limits_.max_stop_strings) {
+    return InvalidArgument("stop: " + std::to_string(r.stop_size()) + " strings, at most " +
+                           std::to_string(limits_.max_stop_strings));
+  }
+  for (const std::string& stop : r.stop()) {
+    if (stop.empty() || static_cast<int>(stop.size()) > limits_.max_stop_bytes) {
+      return InvalidArgument("stop: each string must be 1.." + std::to_string(limits_.max_stop_bytes) + " bytes");
+    }
+    out.stop.push_back(stop);
+  }
+  for (int32_t id : r.stop_token_ids()) {
+    if (id < 0 || id >= model_->config.vocab_size) {
+      return InvalidArgument("stop_token_ids: " + std::to_string(id) + " is outside the vocabulary");
+    }
+  }
+  if (r.stop_token_ids_size() > limits_.max_stop_strings) {
+    return InvalidArgument("stop_token_ids: at most " + std::to_string(limits_.max_stop_strings));
+  }
+  out.sampling = {.temperature = s.temperature(),
+                  .top_k = s.top_k(),
+                  .top_p = s.top_p() == 0 ? 1.0f : s.top_p(),
+                  .seed = s.seed(),
+                  .min_tokens = r.min_tokens(),
+                  .ignore_eos = r.ignore_eos(),
+                  .logprobs = r.logprobs(),
+                  .stop_token_ids = {r.stop_token_ids().begin(), r.stop_token_ids().end()}};
+  return out;
+}
+
+grpc::ServerWriteReactor<v1::GenerateResponse>* TpServeService::Generate(
+    grpc::CallbackServerContext* /*context*/, const v1::GenerateRequest* request) {
+  auto call = std::make_shared<GenerateCall>(loop_, request->request_id(), metrics_);
+  if (draining_) {
+    call->Start(Status(StatusCode::kUnavailable, "the server is shutting down"));
+  } else if (!loop_->healthy()) {
+    call->Start(Status(StatusCode::kUnavailable, "the engine has failed; retry on another server"));
+  } else {
+    call->Start(Validate(*request));
+  }
+  return call.get();
+}
+
+grpc::ServerUnaryReactor* TpServeService::ModelInfo(grpc::CallbackServerContext* context,
+                                                   const v1::ModelInfoRequest* /*request*/,
+                                                   v1::ModelInfoResponse* response) {
+  const ModelConfig& c = model_->config;
+  response->set_architecture(c.architecture_name);
+  response->set_hidden_size(c.hidden_size);
+  response->set_num_layers(c.num_layers);
+  response->set_num_heads(c.num_heads);
+  response->set_num_kv_heads(c.num_kv_heads);
+  response->set_vocab_size(c.vocab_size);
+  response->set_parameters(static_cast<int64_t>(c.ParameterCount()));
+  response->set_tensor_parallel(engine_->tp());
+  response->set_backend("cpu");
+  response->set_max_model_len(limits_.max_model_len);
+  response->set_max_batch_size(loop_options_.scheduler.max_batch_size);
+  response->set_max_batched_tokens(loop_options_.scheduler.max_batched_tokens);
+  response->set_max_queue(loop_options_.max_queue);
+  response->set_kv_cache_blocks(engine_->block_pool().total_blocks());
+  response->set_kv_block_size(engine_->block_size());
+  auto* reactor = context->DefaultReactor();
+  reactor->Finish(grpc::Status::OK);
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* TpServeService::Stats(grpc::CallbackServerContext* context,
+                                               const v1::StatsRequest* /*request*/,
+                                               v1::StatsResponse* response) {
+  const ServerMetrics& m = *metrics_;
+  response->set_requests_running(m.requests_running.load());
+  response->set_requests_waiting(m.requests_waiting.load());
+  response->set_kv_cache_usage(m.kv_cache_usage.load());
+  response->set_kv_blocks_free(m.kv_blocks_free.load());
+  response->set_kv_blocks_total(m.kv_blocks_total.load());
+  response->set_steps(m.steps.load());
+  response->set_requests_finished(m.finished_total());
+  response->set_preemptions(m.preemptions.load());
+  response->set_max_batch_seen(m.max_batch_seen.load());
+  FillHistogram(m.step_compute.Get(), response->mutable_step_compute());
+  FillHistogram(m.step_comm.Get(), response->mutable_step_comm());
+  FillHistogram(m.step_host.Get(), response->mutable_step_host());
+  for (const auto& [bytes, h] : m.AllReduceSnapshot()) {
+    v1::AllReduceLatency* entry = response->add_allreduce();
+    entry->set_bytes(bytes);
+    FillHistogram(h, entry->mutable_latency());
+  }
+  auto* reactor = context->DefaultReactor();
+  reactor->Finish(grpc::Status::OK);
+  return reactor;
+}
+
+}  // namespace tpserve

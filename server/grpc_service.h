@@ -1,0 +1,55 @@
+// The tpserve.v1.TpServe gRPC service on the callback (reactor) API. Generate validates the
+// request (errors name the field and the numbers), hands it to the EngineLoop and streams the
+// tokens back; cancellation, disconnects and deadlines cancel the sequence, which frees its KV
+// blocks before the next step. No CUDA and no engine internals here.
+#pragma once
+
+#include <atomic>
+
+#include "model/model_directory.h"
+#include "server/engine_loop.h"
+#include "tpserve/v1/tpserve.grpc.pb.h"
+
+namespace tpserve {
+
+struct ServiceLimits {
+  int max_model_len = 0;        // prompt + max_tokens
+  int max_stop_strings = 16;
+  int max_stop_bytes = 256;
+  int max_logprobs = 20;
+  int max_prompt_token_ids = 1 << 20;
+};
+
+// Maps tpserve's Status to gRPC's (the codes share their numbers).
+grpc::Status ToGrpcStatus(const Status& status);
+
+class TpServeService final : public v1::TpServe::CallbackService {
+ public:
+  TpServeService(const ModelDirectory* model, EngineLoop* loop, Engine* engine, ServerMetrics* metrics,
+                 const EngineLoopOptions& loop_options, const ServiceLimits& limits);
+
+  grpc::ServerWriteReactor<v1::GenerateResponse>* Generate(grpc::CallbackServerContext* context,
+                                                           const v1::GenerateRequest* request) override;
+  grpc::ServerUnaryReactor* ModelInfo(grpc::CallbackServerContext* context,
+                                      const v1::ModelInfoRequest* request,
+                                      v1::ModelInfoResponse* response) override;
+  grpc::ServerUnaryReactor* Stats(grpc::CallbackServerContext* context, const v1::StatsRequest* request,
+                                  v1::StatsResponse* response) override;
+
+  // Draining: new Generate calls fail with UNAVAILABLE; running ones finish.
+  void StartDraining() { draining_ = true; }
+
+  // Turns a request into what the engine loop runs, or says which field is wrong.
+  Result<ServeRequest> Validate(const v1::GenerateRequest& request) const;
+
+ private:
+  const ModelDirectory* model_;
+  EngineLoop* loop_;
+  Engine* engine_;
+  ServerMetrics* metrics_;
+  EngineLoopOptions loop_options_;
+  ServiceLimits limits_;
+  std::atomic<bool> draining_{false};
+};
+
+}  // namespace tpserve

@@ -1,0 +1,73 @@
+// Server metrics in Prometheus' text exposition format (names follow vLLM's, prefixed tpserve_),
+// shared by the /metrics endpoint and the Stats RPC. Thread-safe; recording is a short critical
+// section and never allocates on the hot path once a label has been seen.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace tpserve {
+
+class Histogram {
+ public:
+  explicit Histogram(std::vector<double> upper_bounds);
+  void Observe(double value);
+
+  struct Snapshot {
+    std::vector<double> upper_bounds;
+    std::vector<uint64_t> counts;  // per bucket, last one is +Inf
+    double sum = 0;
+    uint64_t count = 0;
+  };
+  Snapshot Get() const;
+
+ private:
+  mutable std::mutex mutex_;
+  std::vector<double> upper_bounds_;
+  std::vector<uint64_t> counts_;
+  double sum_ = 0;
+  uint64_t count_ = 0;
+};
+
+std::vector<double> LatencyBuckets();      // 1 ms .. 60 s
+std::vector<double> FineLatencyBuckets();  // 1 µs .. 1 s (collectives, step parts)
+
+struct ServerMetrics {
+  Histogram time_to_first_token{LatencyBuckets()};
+  Histogram inter_token_latency{LatencyBuckets()};
+  Histogram e2e_request_latency{LatencyBuckets()};
+  Histogram request_queue_time{LatencyBuckets()};
+  Histogram step_compute{FineLatencyBuckets()};
+  Histogram step_comm{FineLatencyBuckets()};
+  Histogram step_host{FineLatencyBuckets()};
+
+  std::atomic<int> requests_running{0};
+  std::atomic<int> requests_waiting{0};
+  std::atomic<double> kv_cache_usage{0};
+  std::atomic<int> kv_blocks_free{0};
+  std::atomic<int> kv_blocks_total{0};
+  std::atomic<uint64_t> steps{0};
+  std::atomic<uint64_t> preemptions{0};
+  std::atomic<uint64_t> max_batch_seen{0};
+
+  void ObserveAllReduce(int64_t bytes, double seconds);
+  void CountFinished(const std::string& finish_reason);
+  void CountError(const std::string& code);
+  uint64_t finished_total() const;
+
+  std::map<int64_t, Histogram::Snapshot> AllReduceSnapshot() const;
+  std::string RenderPrometheus() const;
+
+ private:
+  mutable std::mutex mutex_;
+  std::map<int64_t, std::unique_ptr<Histogram>> allreduce_;  // by message bytes
+  std::map<std::string, uint64_t> finished_;                 // by finish reason
+  std::map<std::string, uint64_t> errors_;                   // by status code name
+};
+
+}  // namespace tpserve

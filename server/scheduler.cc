@@ -1,0 +1,102 @@
+#include "server/scheduler.h"
+
+#include <algorithm>
+
+namespace tpserve {
+
+void Scheduler::Add(std::unique_ptr<ScheduledSequence> sequence) {
+  waiting_.push_back(std::move(sequence));
+}
+
+std::unique_ptr<ScheduledSequence> Scheduler::Remove(uint64_t id) {
+  auto take = [&](auto& container) -> std::unique_ptr<ScheduledSequence> {
+    auto it = std::find_if(container.begin(), container.end(), [&](auto& s) { return s->id == id; });
+    if (it == container.end()) return nullptr;
+    std::unique_ptr<ScheduledSequence> s = std::move(*it);
+    container.erase(it);
+    FreeBlocks(*s);
+    return s;
+  };
+  if (auto s = take(running_)) return s;
+  return take(waiting_);
+}
+
+void Scheduler::FreeBlocks(ScheduledSequence& s) {
+  for (int32_t block : s.blocks) pool_->Free(block);
+  s.blocks.clear();
+}
+
+bool Scheduler::Reserve(ScheduledSequence& s, size_t positions) {
+  const size_t needed = (positions + options_.block_size - 1) / options_.block_size;
+  while (s.blocks.size() < needed) {
+    auto block = pool_->Allocate();
+    if (!block) return false;
+    s.blocks.push_back(*block);
+  }
+  return true;
+}
+
+void Scheduler::Preempt(ScheduledSequence& s) {
+  FreeBlocks(s);
+  s.computed = 0;  // recompute prompt and generated tokens when readmitted
+  ++s.preemptions;
+}
+
+ScheduleDecision Scheduler::Schedule(int64_t step_id) {
+  ScheduleDecision decision;
+  decision.plan.step_id = step_id;
+  int budget = options_.max_batched_tokens;
+
+  // 1. Running sequences: finish their prefill or decode one token, oldest first. When blocks run
+  //    out, preempt the newest running sequence (possibly the one asking) and retry.
+  std::vector<std::pair<ScheduledSequence*, size_t>> planned;  // sequence, tokens this step
+  for (size_t i = 0; i < running_.size() && budget > 0;) {
+    ScheduledSequence& s = *running_[i];
+    const size_t chunk = std::min<size_t>(budget, s.tokens.size() - s.computed);
+    if (!Reserve(s, s.computed + chunk)) {
+      ScheduledSequence& victim = *running_.back();
+      Preempt(victim);
+      decision.preempted.push_back(victim.id);
+      waiting_.push_front(std::move(running_.back()));
+      running_.pop_back();
+      continue;  // retry i (unless it was the victim)
+    }
+    planned.emplace_back(&s, chunk);
+    budget -= static_cast<int>(chunk);
+    ++i;
+  }
+  // Sequences planned before a preemption may have been the victim: keep only running ones.
+  std::erase_if(planned, [&](const auto& entry) {
+    return std::none_of(running_.begin(), running_.end(),
+                        [&](auto& r) { return r.get() == entry.first; });
+  });
+
+  // 2. Admit waiting sequences while there is room in the batch, the budget and the pool.
+  while (!waiting_.empty() && budget > 0 &&
+         static_cast<int>(running_.size()) < options_.max_batch_size) {
+    ScheduledSequence& s = *waiting_.front();
+    const size_t chunk = std::min<size_t>(budget, s.tokens.size() - s.computed);
+    if (!Reserve(s, s.computed + chunk)) {
+      FreeBlocks(s);  // wait until blocks are freed; never preempt for a newcomer
+      break;
+    }
+    planned.emplace_back(&s, chunk);
+    budget -= static_cast<int>(chunk);
+    running_.push_back(std::move(waiting_.front()));
+    waiting_.pop_front();
+  }
+
+  for (auto [s, chunk] : planned) {
+    SequencePlan p;
+    p.sequence_id = static_cast<int64_t>(s->id);
+    p.start_position = static_cast<int32_t>(s->computed);
+    p.tokens.assign(s->tokens.begin() + s->computed, s->tokens.begin() + s->computed + chunk);
+    p.block_table = s->blocks;
+    p.want_logits = s->computed + chunk == s->tokens.size();
+    decision.plan.sequences.push_back(std::move(p));
+    decision.sequences.push_back(s);
+  }
+  return decision;
+}
+
+}  // namespace tpserve
