@@ -1,33 +1,35 @@
 #!/usr/bin/env bash
-# README command (1): set up a fresh Debian 12 machine and run tpserve's main job on the built-in
-# default model (written by `tpserve make-model`: random weights, real Llama-3 tokenizer).
+# README command (1): set up a fresh Debian 12 machine and serve the built-in default model over
+# gRPC (CPU backend, TP=2, loopback), then show one client call against it.
 #
-#   scripts/run_main.sh [--model DIR] [--tp N] [--prompt TEXT] [--smoke]
+#   scripts/run_main.sh [--model DIR] [--tp N] [--port P] [--metrics-port M] [--smoke]
 #
-# --model DIR uses a real Hugging Face checkpoint directory instead of the default model.
-# --smoke stops by itself as soon as the result has been shown (what CI runs).
+# --model DIR serves a real Hugging Face checkpoint directory instead of the default model.
+# --smoke stops the server once the client call has shown its result (what CI runs); otherwise
+#         the server keeps serving until Ctrl-C / SIGTERM (which drains in-flight requests).
 set -euo pipefail
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$REPO"
 
 MODEL=""
 TP=2
-PROMPT="The quick brown fox jumps over the lazy dog."
-MAX_TOKENS=48
+PORT=50051
+METRICS_PORT=9090
+SMOKE=0
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --model) MODEL="$2"; shift 2 ;;
     --tp) TP="$2"; shift 2 ;;
-    --prompt) PROMPT="$2"; shift 2 ;;
-    --smoke) shift ;;  # every step below already ends by itself
-    -h|--help) sed -n '2,9p' "$0"; exit 0 ;;
+    --port) PORT="$2"; shift 2 ;;
+    --metrics-port) METRICS_PORT="$2"; shift 2 ;;
+    --smoke) SMOKE=1; shift ;;
+    -h|--help) sed -n '2,10p' "$0"; exit 0 ;;
     *) echo "run_main: unknown argument '$1'" >&2; exit 2 ;;
   esac
 done
 
 scripts/setup.sh
 TPSERVE=build/server/tpserve
-
 if [[ -z "$MODEL" ]]; then
   MODEL=.assets/models/tpserve-small-llama3
   if [[ ! -f "$MODEL/config.json" ]]; then
@@ -35,9 +37,36 @@ if [[ -z "$MODEL" ]]; then
   fi
 fi
 
-echo "== the model, sharded for tp=$TP =="
-"$TPSERVE" inspect --model "$MODEL" --tp "$TP"
-echo "== the prompt as the model sees it =="
-"$TPSERVE" tokenize --model "$MODEL" --text "$PROMPT"
-echo "== generation on tp=$TP ranks, with the per-step latency breakdown =="
-"$TPSERVE" generate --model "$MODEL" --tp "$TP" --prompt "$PROMPT" --max-tokens "$MAX_TOKENS" --profile
+LOG="$(mktemp)"
+"$TPSERVE" serve --model "$MODEL" --tp "$TP" --host 127.0.0.1 --port "$PORT" \
+  --metrics-port "$METRICS_PORT" 2> >(tee "$LOG" >&2) &
+SERVER=$!
+trap 'kill -TERM $SERVER 2>/dev/null || true; wait $SERVER 2>/dev/null || true; rm -f "$LOG"' EXIT
+
+for _ in $(seq 1 600); do
+  grep -q "tpserve ready:" "$LOG" && break
+  kill -0 $SERVER 2>/dev/null || { echo "run_main: the server exited" >&2; exit 1; }
+  sleep 0.1
+done
+grep -q "tpserve ready:" "$LOG" || { echo "run_main: the server did not become ready" >&2; exit 1; }
+
+echo "== a client call (the default model's weights are random: its text is noise) =="
+"$TPSERVE" client --target "127.0.0.1:$PORT" --prompt "The quick brown fox" --max-tokens 24
+echo "== a few of its metrics (http://127.0.0.1:$METRICS_PORT/metrics) =="
+python3 - "$METRICS_PORT" <<'PY'
+import sys, urllib.request
+body = urllib.request.urlopen(f"http://127.0.0.1:{sys.argv[1]}/metrics", timeout=10).read().decode()
+for line in body.splitlines():
+    if line.startswith(("tpserve_requests_total", "tpserve_time_to_first_token_seconds_count",
+                        "tpserve_kv_cache_usage_ratio", "tpserve_allreduce_latency_seconds_count")):
+        print(line)
+PY
+
+if [[ $SMOKE == 1 ]]; then
+  kill -TERM $SERVER
+  wait $SERVER
+  echo "run_main: smoke run done (server drained and exited)"
+  exit 0
+fi
+echo "serving on 127.0.0.1:$PORT (metrics :$METRICS_PORT); Ctrl-C to drain and stop"
+wait $SERVER
