@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <pthread.h>
 
 #include "comm/in_process_communicator.h"
 #include "model/decoder.h"
@@ -64,7 +65,11 @@ Result<std::unique_ptr<Engine>> Engine::Create(const ModelDirectory& model,
     engine->ranks_.push_back(std::move(rank));
   }
   for (int r = 0; r < options.tp; ++r) {
-    engine->threads_.emplace_back([e = engine.get(), r] { e->RankLoop(r); });
+    engine->threads_.emplace_back([e = engine.get(), r] {
+      // Named so profilers (and bench_serve's CPU accounting) can tell engine threads apart.
+      pthread_setname_np(pthread_self(), ("tps-rank" + std::to_string(r)).c_str());
+      e->RankLoop(r);
+    });
   }
   return engine;
 }

@@ -1,5 +1,7 @@
 #include "server/engine_loop.h"
 
+#include <pthread.h>
+
 #include <algorithm>
 
 #include "model/tokenizer/incremental_decoder.h"
@@ -67,7 +69,12 @@ EngineLoop::EngineLoop(Engine* engine, const Tokenizer* tokenizer, const EngineL
 
 EngineLoop::~EngineLoop() { Stop(); }
 
-void EngineLoop::Start() { thread_ = std::thread([this] { Run(); }); }
+void EngineLoop::Start() {
+  thread_ = std::thread([this] {
+    pthread_setname_np(pthread_self(), "tps-loop");
+    Run();
+  });
+}
 
 void EngineLoop::Stop() {
   {

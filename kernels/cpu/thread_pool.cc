@@ -1,5 +1,7 @@
 #include "kernels/cpu/thread_pool.h"
 
+#include <pthread.h>
+
 #include <algorithm>
 
 #if defined(__x86_64__)
@@ -20,7 +22,12 @@ std::pair<size_t, size_t> Piece(size_t n, size_t grain, int members, int index) 
 }  // namespace
 
 ThreadPool::ThreadPool(int threads) {
-  for (int i = 1; i < std::max(threads, 1); ++i) workers_.emplace_back([this, i] { WorkerLoop(i); });
+  for (int i = 1; i < std::max(threads, 1); ++i) {
+    workers_.emplace_back([this, i] {
+      pthread_setname_np(pthread_self(), "tps-pool");
+      WorkerLoop(i);
+    });
+  }
 }
 
 ThreadPool::~ThreadPool() {

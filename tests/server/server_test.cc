@@ -244,6 +244,7 @@ TEST_F(Server, ModelInfoHealthAndMetrics) {
   ASSERT_GE(before, 0);
   ASSERT_TRUE(Generate(*stub, Greedy("count me", 3)).status.ok());
   EXPECT_EQ(count(), before + 1);
+  ASSERT_FALSE(Generate(*stub, Greedy("", 3)).status.ok());  // counted as an INVALID_ARGUMENT error
   auto res = http.Get("/metrics");
   ASSERT_TRUE(res);
   for (const char* name : {"tpserve_time_to_first_token_seconds_bucket", "tpserve_inter_token_latency_seconds_count",
