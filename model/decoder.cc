@@ -227,10 +227,10 @@ Status Decoder::Forward(const StepPlan& plan, std::vector<float>* logits, RankTr
                  rows, h, s.vocab}, pool_);
     return 0;
   });
-  logits->assign(static_cast<size_t>(rows) * s.vocab_padded, 0.0f);
   if (s.tp == 1) {
     *logits = std::move(local_logits);
   } else {
+    logits->assign(static_cast<size_t>(rows) * s.vocab_padded, 0.0f);
     std::vector<float> gathered(static_cast<size_t>(s.tp) * rows * s.vocab);  // [tp, rows, vocab_local]
     RETURN_IF_ERROR(timer.Run(OpKind::kAllGatherLogits, -1,
                               static_cast<int64_t>(local_logits.size() * sizeof(float)), [&] {

@@ -17,39 +17,40 @@ double Sampler::Uniform() {
 SampledToken Sampler::Sample(std::span<const float> logits, const SamplingParams& params,
                              std::span<const int32_t> banned) {
   const int vocab = static_cast<int>(logits.size());
-  std::vector<bool> is_banned(vocab, false);
-  for (int32_t id : banned) {
-    if (id >= 0 && id < vocab) is_banned[id] = true;
+  std::vector<bool> is_banned;  // empty unless something is banned (the common case)
+  if (!banned.empty()) {
+    is_banned.assign(vocab, false);
+    for (int32_t id : banned) {
+      if (id >= 0 && id < vocab) is_banned[id] = true;
+    }
   }
-
-  // log-softmax of the raw logits (for reporting).
-  double max_logit = -INFINITY;
-  for (float l : logits) max_logit = std::max<double>(max_logit, l);
-  double sum = 0;
-  for (float l : logits) sum += std::exp(l - max_logit);
-  const double log_z = max_logit + std::log(sum);
-  auto logprob = [&](int id) { return static_cast<float>(logits[id] - log_z); };
+  auto banned_id = [&](int id) { return !is_banned.empty() && is_banned[id]; };
 
   SampledToken result;
   if (params.temperature <= 0.0f) {
     int best = -1;
     for (int id = 0; id < vocab; ++id) {
-      if (!is_banned[id] && (best < 0 || logits[id] > logits[best])) best = id;  // lowest id on ties
+      if (!banned_id(id) && (best < 0 || logits[id] > logits[best])) best = id;  // lowest id on ties
     }
     result.id = best;
   } else {
     // Candidates in descending logit order (ties: lower id first), then top-k, then top-p.
     std::vector<int32_t> order(vocab);
     std::iota(order.begin(), order.end(), 0);
-    order.erase(std::remove_if(order.begin(), order.end(), [&](int32_t id) { return is_banned[id]; }),
+    order.erase(std::remove_if(order.begin(), order.end(), [&](int32_t id) { return banned_id(id); }),
                 order.end());
-    const size_t k = params.top_k > 0 ? std::min<size_t>(params.top_k, order.size()) : order.size();
-    std::partial_sort(order.begin(), order.begin() + k, order.end(), [&](int32_t a, int32_t b) {
-      return logits[a] != logits[b] ? logits[a] > logits[b] : a < b;
-    });
-    order.resize(k);
+    // Sorting 100k+ candidates costs milliseconds: only top-k / top-p need the order.
+    if (params.top_k > 0 || params.top_p < 1.0f) {
+      const size_t k = params.top_k > 0 ? std::min<size_t>(params.top_k, order.size()) : order.size();
+      std::partial_sort(order.begin(), order.begin() + k, order.end(), [&](int32_t a, int32_t b) {
+        return logits[a] != logits[b] ? logits[a] > logits[b] : a < b;
+      });
+      order.resize(k);
+    }
     std::vector<double> probs(order.size());
-    const double top = logits[order[0]] / params.temperature;
+    float max_logit = -INFINITY;
+    for (int32_t id : order) max_logit = std::max(max_logit, logits[id]);
+    const double top = max_logit / params.temperature;
     double total = 0;
     for (size_t i = 0; i < order.size(); ++i) {
       probs[i] = std::exp(logits[order[i]] / params.temperature - top);
@@ -78,8 +79,16 @@ SampledToken Sampler::Sample(std::span<const float> logits, const SamplingParams
       u -= probs[i];
     }
   }
+  if (params.logprobs <= 0) return result;  // a full-vocabulary log-softmax costs ~0.5 ms: only on request
+  // log-softmax of the raw logits.
+  double max_logit = -INFINITY;
+  for (float l : logits) max_logit = std::max<double>(max_logit, l);
+  double sum = 0;
+  for (float l : logits) sum += std::exp(l - max_logit);
+  const double log_z = max_logit + std::log(sum);
+  auto logprob = [&](int id) { return static_cast<float>(logits[id] - log_z); };
   result.logprob = logprob(result.id);
-  if (params.logprobs > 0) {
+  {
     std::vector<int32_t> ids(vocab);
     std::iota(ids.begin(), ids.end(), 0);
     const size_t n = std::min<size_t>(params.logprobs, vocab);

@@ -27,7 +27,7 @@ struct TokenLogprob {
 
 struct SampledToken {
   int32_t id = 0;
-  float logprob = 0.0f;             // of the chosen token
+  float logprob = 0.0f;             // of the chosen token (computed only when logprobs > 0)
   std::vector<TokenLogprob> top;    // the `logprobs` most likely tokens, most likely first
 };
 

@@ -166,6 +166,22 @@ class GenerateCall final : public grpc::ServerWriteReactor<v1::GenerateResponse>
     {
       std::lock_guard<std::mutex> lock(mutex_);
       if (finished_ || cancelled_) return;
+      // While the client is slower than the engine, fold new deltas into the last queued message
+      // (never into the one being written): fewer, larger messages instead of a growing backlog.
+      if (queue_.size() >= 2 && queue_.back().finish_reason() == v1::FINISH_REASON_UNSPECIFIED) {
+        v1::GenerateResponse& back = queue_.back();
+        back.mutable_text()->append(response.text());
+        back.mutable_token_ids()->MergeFrom(response.token_ids());
+        back.mutable_logprobs()->MergeFrom(response.logprobs());
+        if (last) {
+          back.set_finish_reason(response.finish_reason());
+          back.set_prompt_tokens(response.prompt_tokens());
+          back.set_completion_tokens(response.completion_tokens());
+          *back.mutable_timing() = response.timing();
+          final_queued_ = true;
+        }
+        return;
+      }
       queue_.push_back(std::move(response));
       final_queued_ = final_queued_ || last;
       if (!writing_) {
