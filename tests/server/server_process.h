@@ -66,8 +66,17 @@ class ServerProcess {
 
   // SIGTERM, then the exit status (or -1 after the timeout).
   int Stop(int timeout_s = 60) {
+    SendSigterm();
+    return Wait(timeout_s);
+  }
+
+  void SendSigterm() {
+    if (pid_ > 0) kill(pid_, SIGTERM);
+  }
+
+  // The exit status once the process has exited (or -1 after the timeout, when it is killed).
+  int Wait(int timeout_s = 60) {
     if (pid_ <= 0) return -1;
-    kill(pid_, SIGTERM);
     int status = 0;
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
     while (waitpid(pid_, &status, WNOHANG) == 0) {

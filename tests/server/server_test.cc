@@ -25,7 +25,7 @@ struct Outcome {
 };
 
 Outcome Generate(v1::TpServe::Stub& stub, const v1::GenerateRequest& request, double timeout_s = 120,
-                 std::function<void(grpc::ClientContext&, int)> after_message = {}) {
+                 std::function<void(grpc::ClientContext&, const Outcome&)> after_message = {}) {
   grpc::ClientContext context;
   context.set_deadline(std::chrono::system_clock::now() +
                        std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000)));
@@ -37,7 +37,7 @@ Outcome Generate(v1::TpServe::Stub& stub, const v1::GenerateRequest& request, do
     out.text += response.text();
     out.ids.insert(out.ids.end(), response.token_ids().begin(), response.token_ids().end());
     if (response.finish_reason() != v1::FINISH_REASON_UNSPECIFIED) out.last = response;
-    if (after_message) after_message(context, out.messages);
+    if (after_message) after_message(context, out);
   }
   out.status = reader->Finish();
   return out;
@@ -55,6 +55,24 @@ const std::vector<std::string> kPrompts = {
     "Hello", "The quick brown fox", "Once upon a time, in a land far away,", "1 2 3 4 5 6 7",
     "Bonjour tout le monde", "你好，世界", "def main():\n    return 0", "A much longer prompt that goes on "
     "for a while so that its prefill is clearly larger than the others in the batch, really."};
+
+// grpc.health.v1.Health/Check through a generic stub (the health proto is not in gRPC's public
+// headers): an empty request; the response's field 1 is the status (SERVING = 1, NOT_SERVING = 2).
+int HealthStatus(const std::string& target) {
+  grpc::GenericStub generic(grpc::CreateChannel(target, grpc::InsecureChannelCredentials()));
+  grpc::ClientContext context;
+  grpc::Slice empty;
+  grpc::ByteBuffer request(&empty, 1), response;
+  std::promise<grpc::Status> done;
+  generic.UnaryCall(&context, "/grpc.health.v1.Health/Check", grpc::StubOptions(), &request, &response,
+                    [&](grpc::Status s) { done.set_value(s); });
+  if (!done.get_future().get().ok()) return -1;
+  std::vector<grpc::Slice> slices;
+  if (!response.Dump(&slices).ok()) return -1;
+  std::string bytes;
+  for (auto& slice : slices) bytes.append(reinterpret_cast<const char*>(slice.begin()), slice.size());
+  return bytes.size() == 2 && bytes[0] == 0x08 ? bytes[1] : -1;
+}
 
 std::vector<std::string> ServeArgs(std::vector<std::string> extra) {
   std::vector<std::string> args = {"serve", "--model", testing::TinyModel().path, "--port", "0",
@@ -166,8 +184,8 @@ TEST_F(Server, BadRequestsFailAloneNamingTheField) {
 TEST_F(Server, CancellationFreesKvBlocks) {
   auto stub = Stub();
   Outcome o = Generate(*stub, Greedy("Tell me everything", 1500), 120,
-                       [](grpc::ClientContext& context, int messages) {
-                         if (messages == 3) context.TryCancel();
+                       [](grpc::ClientContext& context, const Outcome& so_far) {
+                         if (so_far.messages == 3) context.TryCancel();
                        });
   EXPECT_EQ(o.status.error_code(), grpc::StatusCode::CANCELLED);
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
@@ -214,24 +232,7 @@ TEST_F(Server, ModelInfoHealthAndMetrics) {
     EXPECT_EQ(info.architecture(), "LlamaForCausalLM");
     EXPECT_EQ(info.max_model_len(), 2048);
   }
-  {
-    // grpc.health.v1.Health/Check with an empty request; SERVING is field 1 = 1 (bytes 08 01).
-    auto channel = grpc::CreateChannel(server_->grpc_target(), grpc::InsecureChannelCredentials());
-    grpc::GenericStub generic(channel);
-    grpc::ClientContext context;
-    grpc::ByteBuffer request, response;
-    grpc::Slice empty;
-    request = grpc::ByteBuffer(&empty, 1);
-    std::promise<grpc::Status> done;
-    generic.UnaryCall(&context, "/grpc.health.v1.Health/Check", grpc::StubOptions(), &request, &response,
-                      [&](grpc::Status s) { done.set_value(s); });
-    ASSERT_TRUE(done.get_future().get().ok());
-    std::vector<grpc::Slice> slices;
-    ASSERT_TRUE(response.Dump(&slices).ok());
-    std::string bytes;
-    for (auto& s : slices) bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
-    EXPECT_EQ(bytes, std::string("\x08\x01", 2));
-  }
+  EXPECT_EQ(HealthStatus(server_->grpc_target()), 1);  // SERVING
   httplib::Client http("127.0.0.1", server_->metrics_port());
   auto count = [&]() -> long {
     auto res = http.Get("/metrics");
@@ -305,21 +306,61 @@ TEST(ServerLimits, PreemptionAndChunkedPrefillKeepOutputsExact) {
   EXPECT_EQ(tight.Stop(), 0);
 }
 
+TEST(ServerLimits, RunningStreamsKeepDecodingWhileALongPromptIsPrefilledInChunks) {
+  ServerProcess server;
+  ASSERT_TRUE(server.Start(ServeArgs({"--tp", "1", "--max-batched-tokens", "8"}))) << server.log();
+  auto stub = v1::TpServe::NewStub(grpc::CreateChannel(server.grpc_target(), grpc::InsecureChannelCredentials()));
+  std::atomic<int> short_tokens{0};
+  std::promise<void> short_started;
+  auto short_stream = std::async(std::launch::async, [&] {
+    return Generate(*stub, Greedy("keep going", 400), 120, [&](grpc::ClientContext&, const Outcome& so_far) {
+      short_tokens = static_cast<int>(so_far.ids.size());
+      if (so_far.messages == 1) short_started.set_value();
+    });
+  });
+  short_started.get_future().wait();
+  v1::GenerateRequest long_request;
+  for (int i = 0; i < 400; ++i) long_request.mutable_token_ids()->add_ids(1000 + i);  // 400-token prompt
+  long_request.set_max_tokens(2);
+  const int before = short_tokens;
+  int during = -1;
+  Outcome long_outcome = Generate(*stub, long_request, 120, [&](grpc::ClientContext&, const Outcome& so_far) {
+    if (so_far.messages == 1) during = short_tokens - before;
+  });
+  ASSERT_TRUE(long_outcome.status.ok()) << long_outcome.status.error_message();
+  // 8-token steps: one decode token for the short stream plus a 7-token chunk of the prompt,
+  // so the short stream gets a token in each of the ~58 steps the prefill takes.
+  EXPECT_GE(during, 20) << "the running stream stalled during the long prefill";
+  EXPECT_TRUE(short_stream.get().status.ok());
+  EXPECT_EQ(server.Stop(), 0);
+}
+
 TEST(ServerLimits, SigtermDrainsInFlightRequests) {
   ServerProcess server;
   ASSERT_TRUE(server.Start(ServeArgs({"--tp", "1"}))) << server.log();
   auto stub = v1::TpServe::NewStub(grpc::CreateChannel(server.grpc_target(), grpc::InsecureChannelCredentials()));
   std::promise<void> first_token;
   auto running = std::async(std::launch::async, [&] {
-    return Generate(*stub, Greedy("drain me", 80), 120, [&](grpc::ClientContext&, int messages) {
-      if (messages == 1) first_token.set_value();
+    return Generate(*stub, Greedy("drain me", 1000), 120, [&](grpc::ClientContext&, const Outcome& so_far) {
+      if (so_far.messages == 1) first_token.set_value();
     });
   });
   first_token.get_future().wait();
-  EXPECT_EQ(server.Stop(), 0) << server.log();
+  server.SendSigterm();
+  // Draining: health says NOT_SERVING and new requests are refused while the old one finishes.
+  int health = 1;
+  for (int i = 0; i < 200 && health == 1; ++i) {
+    health = HealthStatus(server.grpc_target());
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_EQ(health, 2);
+  Outcome late = Generate(*stub, Greedy("too late", 3));
+  EXPECT_EQ(late.status.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_NE(late.status.error_message().find("shutting down"), std::string::npos) << late.status.error_message();
+  EXPECT_EQ(server.Wait(), 0) << server.log();
   Outcome o = running.get();
   EXPECT_TRUE(o.status.ok()) << o.status.error_message();
-  EXPECT_EQ(o.ids.size(), 80u);
+  EXPECT_EQ(o.ids.size(), 1000u);
   EXPECT_NE(server.log().find("draining"), std::string::npos);
 }
 
