@@ -108,6 +108,10 @@ void Decoder::Attention(const Batch& batch, int layer, const float* q, float* ou
 }
 
 Status Decoder::Forward(const StepPlan& plan, std::vector<float>* logits, RankTrace* trace) {
+  if (forwards_++ == options_.fail_at_forward) {
+    return Internal("rank " + std::to_string(weights_.shape.rank) + ": injected fault at forward " +
+                    std::to_string(options_.fail_at_forward));
+  }
   const int64_t step_start = NowNs();
   OpTimer timer(trace, step_start, options_.trace);
   const RankShape& s = weights_.shape;

@@ -20,6 +20,9 @@ struct DecoderOptions {
   bool trace = true;  // time every op into the step trace (off: only the rank's total)
   // Fault injection for tests: skip the MLP AllReduce of this layer (-1: never).
   int skip_mlp_allreduce_layer = -1;
+  // Fault injection for tests: every rank fails its forward pass number N (0-based; -1: never),
+  // as a device error seen by all ranks would.
+  int64_t fail_at_forward = -1;
 };
 
 class Decoder {
@@ -46,6 +49,7 @@ class Decoder {
   cpu::ThreadPool* pool_;
   DecoderOptions options_;
   std::vector<double> rope_inv_freq_;
+  int64_t forwards_ = 0;
 };
 
 }  // namespace tpserve

@@ -58,7 +58,8 @@ Result<std::unique_ptr<Engine>> Engine::Create(const ModelDirectory& model,
     rank->kv_cache = std::make_unique<RankKvCache>(c.num_layers, num_blocks, options.block_size,
                                                    weights.shape.kv_heads, c.head_dim);
     DecoderOptions decoder_options{.trace = options.trace,
-                                   .skip_mlp_allreduce_layer = options.skip_mlp_allreduce_layer};
+                                   .skip_mlp_allreduce_layer = options.skip_mlp_allreduce_layer,
+                                   .fail_at_forward = options.fail_at_step};
     rank->decoder = std::make_unique<Decoder>(engine->config_, std::move(weights),
                                               rank->kv_cache.get(), rank->comm.get(),
                                               rank->pool.get(), decoder_options);

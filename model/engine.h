@@ -24,6 +24,7 @@ struct EngineOptions {
   int kv_cache_blocks = 0; // exact number of KV blocks (overrides kv_cache_mb when > 0)
   bool trace = true;       // per-op timing in every step's trace
   int skip_mlp_allreduce_layer = -1;  // fault injection for tests
+  int64_t fail_at_step = -1;          // fault injection for tests: every rank fails step N
 };
 
 class Engine {

@@ -143,6 +143,8 @@ void AddServeCommand(CLI::App& app, CommandAction* action) {
   cmd->add_option("--max-queue", options->loop.max_queue, "Waiting requests before RESOURCE_EXHAUSTED")
       ->capture_default_str();
   cmd->add_option("--drain-seconds", options->drain_seconds, "Grace period on SIGTERM")->capture_default_str();
+  // Fault injection for tests (hidden from --help): every rank fails engine step N.
+  cmd->add_option("--debug-fail-at-step", options->engine.fail_at_step)->group("");
   cmd->callback([options, action] { *action = [options] { return Run(*options); }; });
 }
 

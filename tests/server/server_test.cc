@@ -335,6 +335,26 @@ TEST(ServerLimits, RunningStreamsKeepDecodingWhileALongPromptIsPrefilledInChunks
   EXPECT_EQ(server.Stop(), 0);
 }
 
+TEST(ServerLimits, EngineFaultIsUnavailableAndHealthTurnsNotServing) {
+  ServerProcess server;
+  ASSERT_TRUE(server.Start(ServeArgs({"--tp", "2", "--debug-fail-at-step", "3"}))) << server.log();
+  auto stub = v1::TpServe::NewStub(grpc::CreateChannel(server.grpc_target(), grpc::InsecureChannelCredentials()));
+  EXPECT_EQ(HealthStatus(server.grpc_target()), 1);
+  Outcome failed = Generate(*stub, Greedy("this step will fail", 20));
+  EXPECT_EQ(failed.status.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_NE(failed.status.error_message().find("injected fault"), std::string::npos)
+      << failed.status.error_message();
+  int health = 1;
+  for (int i = 0; i < 100 && health == 1; ++i) {
+    health = HealthStatus(server.grpc_target());
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_EQ(health, 2);  // NOT_SERVING: load balancers send traffic elsewhere
+  Outcome after = Generate(*stub, Greedy("anyone there?", 2));
+  EXPECT_EQ(after.status.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_EQ(server.Stop(), 0);
+}
+
 TEST(ServerLimits, SigtermDrainsInFlightRequests) {
   ServerProcess server;
   ASSERT_TRUE(server.Start(ServeArgs({"--tp", "1"}))) << server.log();
