@@ -21,6 +21,8 @@ namespace tpserve::cpu {
 namespace {
 
 constexpr int kTokenTile = 4;  // tokens that share one pass over a weight row
+// Software prefetch distance for weights (A/B on this machine: ~10% faster decode at 16 KiB).
+constexpr int kPrefetchBytes = 16384;
 
 #if defined(__x86_64__)
 __attribute__((target("avx512f,avx512bw,avx512vl"))) inline __m512 LoadBf16x16(const uint16_t* p) {
@@ -42,6 +44,10 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void DotRowAvx512(const uin
   }
   int i = 0;
   for (; i + 64 <= in; i += 64) {
+    // The hardware streamer stops at 4 KiB boundaries: fetch the weights a few KiB ahead (past
+    // this row into the next ones, which are contiguous).
+    _mm_prefetch(reinterpret_cast<const char*>(w + i) + kPrefetchBytes, _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(w + i) + kPrefetchBytes + 64, _MM_HINT_T0);
     const __m512 w0 = LoadBf16x16(w + i), w1 = LoadBf16x16(w + i + 16);
     const __m512 w2 = LoadBf16x16(w + i + 32), w3 = LoadBf16x16(w + i + 48);
     for (int t = 0; t < n; ++t) {
