@@ -98,15 +98,20 @@ Result<DecodeBenchReport> RunDecodeBench(const DecodeBenchOptions& o) {
     for (int batch : o.batch) {
       ASSIGN_OR_RETURN(DecodeBenchRow row, MeasureOne(model, o, tp, batch, report.threads));
       if (o.trace_overhead && report.rows.empty()) {
-        ASSIGN_OR_RETURN(DecodeBenchRow untraced, MeasureOne(model, o, tp, batch, report.threads, false));
-        // Traced again after the untraced run, so drift in machine load shows up in both orders.
-        ASSIGN_OR_RETURN(DecodeBenchRow again, MeasureOne(model, o, tp, batch, report.threads));
-        const double traced = std::min(row.step_ms, again.step_ms);
-        report.untraced_step_ms = untraced.step_ms;
-        report.trace_overhead = traced / untraced.step_ms - 1;
+        // Traced and untraced runs alternate three times each, so drift in machine load shows up
+        // on both sides; medians of the per-run medians.
+        std::vector<double> traced = {row.step_ms}, untraced;
+        for (int repeat = 0; repeat < 3; ++repeat) {
+          ASSIGN_OR_RETURN(DecodeBenchRow off, MeasureOne(model, o, tp, batch, report.threads, false));
+          untraced.push_back(off.step_ms);
+          if (repeat < 2) {
+            ASSIGN_OR_RETURN(DecodeBenchRow on, MeasureOne(model, o, tp, batch, report.threads));
+            traced.push_back(on.step_ms);
+          }
+        }
+        report.untraced_step_ms = Median(untraced);
+        report.trace_overhead = Median(traced) / report.untraced_step_ms - 1;
       }
-      row.ceiling_tokens_per_s = batch * report.read_gb_per_s * 1e9 / row.weight_bytes;
-      row.fraction_of_ceiling = row.tokens_per_s / row.ceiling_tokens_per_s;
       report.rows.push_back(row);
     }
   }
