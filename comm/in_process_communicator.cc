@@ -105,9 +105,12 @@ Status InProcessCommunicator::AllReduceSum(float* data, size_t count) {
   const size_t chunk = bandwidth ? (count + world - 1) / world : count;
   const size_t begin = bandwidth ? std::min(count, chunk * rank_) : 0;
   const size_t end = std::min(count, begin + chunk);
-  if (scratch_.size() < chunk) scratch_.resize(chunk);
-  group_->slot(parity, rank_) = {data, scratch_.data()};
+  group_->slot(parity, rank_).input = data;
   group_->Wait(&barrier_sense_);  // every rank's input is published
+  // Only now may scratch_ move: until this barrier a slower rank can still be copying the
+  // previous call's result out of it.
+  if (scratch_.size() < chunk) scratch_.resize(chunk);
+  group_->slot(parity, rank_).result = scratch_.data();  // read by others only after the next barrier
   SumInRankOrder(*group_, parity, scratch_.data(), begin, end);
   group_->Wait(&barrier_sense_);  // every input has been read; every chunk is reduced
   if (!bandwidth) {
@@ -118,8 +121,8 @@ Status InProcessCommunicator::AllReduceSum(float* data, size_t count) {
     const size_t r_begin = std::min(count, chunk * r), r_end = std::min(count, r_begin + chunk);
     std::memcpy(data + r_begin, group_->slot(parity, r).result, (r_end - r_begin) * sizeof(float));
   }
-  // A rank overwrites its scratch only after the next call's first barrier, which every rank
-  // reaches only once it has finished copying here.
+  // A rank resizes or overwrites its scratch only after the next call's first barrier, which
+  // every rank reaches only once it has finished copying here.
   return Status::Ok();
 }
 

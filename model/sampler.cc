@@ -20,9 +20,14 @@ SampledToken Sampler::Sample(std::span<const float> logits, const SamplingParams
   std::vector<bool> is_banned;  // empty unless something is banned (the common case)
   if (!banned.empty()) {
     is_banned.assign(vocab, false);
+    int count = 0;
     for (int32_t id : banned) {
-      if (id >= 0 && id < vocab) is_banned[id] = true;
+      if (id >= 0 && id < vocab && !is_banned[id]) {
+        is_banned[id] = true;
+        ++count;
+      }
     }
+    if (count == vocab) is_banned.clear();  // nothing left to choose from: ignore the bans
   }
   auto banned_id = [&](int id) { return !is_banned.empty() && is_banned[id]; };
 

@@ -31,6 +31,12 @@ size_t HeldSuffix(const std::string& text, const std::vector<std::string>& stops
   return held;
 }
 
+// The scheduler must cut KV blocks exactly as the engine stores them.
+SchedulerOptions WithEngineBlockSize(SchedulerOptions options, const Engine& engine) {
+  options.block_size = engine.block_size();
+  return options;
+}
+
 }  // namespace
 
 std::string FinishReasonName(FinishReason reason) {
@@ -61,7 +67,7 @@ EngineLoop::EngineLoop(Engine* engine, const Tokenizer* tokenizer, const EngineL
       tokenizer_(tokenizer),
       options_(options),
       metrics_(metrics),
-      scheduler_(options.scheduler, &engine->block_pool()) {
+      scheduler_(WithEngineBlockSize(options.scheduler, *engine), &engine->block_pool()) {
   if (options_.max_model_len <= 0) options_.max_model_len = engine->config().max_position_embeddings;
   metrics_->kv_blocks_total = engine->block_pool().total_blocks();
   UpdateGauges();
@@ -269,17 +275,16 @@ void EngineLoop::ProcessToken(Request& r, const SampledToken& token) {
   r.held_text += piece.ok() ? *piece : std::string();
   r.pending_tokens.push_back(token);
 
-  // Stop strings: cut the text before the first match and finish.
-  for (const std::string& stop : r.request.stop) {
-    const size_t at = r.held_text.find(stop);
-    if (at != std::string::npos) {
-      r.held_text.resize(at);
-      r.request.sink->OnDelta(std::move(r.held_text), std::move(r.pending_tokens));
-      r.held_text.clear();
-      r.pending_tokens.clear();
-      Finish(r.id, FinishReason::kStop);
-      return;
-    }
+  // Stop strings: cut the text before the earliest match of any of them and finish.
+  size_t cut = std::string::npos;
+  for (const std::string& stop : r.request.stop) cut = std::min(cut, r.held_text.find(stop));
+  if (cut != std::string::npos) {
+    r.held_text.resize(cut);
+    r.request.sink->OnDelta(std::move(r.held_text), std::move(r.pending_tokens));
+    r.held_text.clear();
+    r.pending_tokens.clear();
+    Finish(r.id, FinishReason::kStop);
+    return;
   }
   const bool last = stop_token || r.completion_tokens >= r.request.max_tokens;
   if (last) r.held_text += r.decoder->Finish();
@@ -312,7 +317,13 @@ void EngineLoop::Finish(uint64_t id, FinishReason reason) {
 }
 
 void EngineLoop::FailAll(const Status& status) {
-  healthy_ = false;
+  {
+    // Requests submitted while the failing step ran fail too, rather than run on a broken engine.
+    std::lock_guard<std::mutex> lock(mutex_);
+    healthy_ = false;
+    for (auto& r : inbox_) requests_.emplace(r->id, std::move(r));
+    inbox_.clear();
+  }
   std::vector<uint64_t> ids;
   for (auto& [id, r] : requests_) ids.push_back(id);
   for (uint64_t id : ids) {

@@ -261,9 +261,10 @@ Result<ServeRequest> TpServeService::Validate(const v1::GenerateRequest& r) cons
   if (r.max_tokens() <= 0) {
     return InvalidArgument("max_tokens: must be at least 1, got " + std::to_string(r.max_tokens()));
   }
-  if (prompt + r.max_tokens() > limit) {
+  const int64_t total = int64_t{prompt} + r.max_tokens();
+  if (total > limit) {
     return InvalidArgument("max_tokens: prompt (" + std::to_string(prompt) + " tokens) + max_tokens (" +
-                           std::to_string(r.max_tokens()) + ") = " + std::to_string(prompt + r.max_tokens()) +
+                           std::to_string(r.max_tokens()) + ") = " + std::to_string(total) +
                            " exceeds the context window of " + std::to_string(limit) + " tokens");
   }
   out.max_tokens = r.max_tokens();
@@ -271,10 +272,10 @@ Result<ServeRequest> TpServeService::Validate(const v1::GenerateRequest& r) cons
     return InvalidArgument("min_tokens: must be in [0, max_tokens], got " + std::to_string(r.min_tokens()));
   }
   const v1::SamplingParams& s = r.sampling();
-  if (s.temperature() < 0) {
+  if (!(s.temperature() >= 0)) {  // also rejects NaN
     return InvalidArgument("sampling.temperature: must be >= 0, got " + std::to_string(s.temperature()));
   }
-  if (s.top_p() < 0 || s.top_p() > 1) {
+  if (!(s.top_p() >= 0 && s.top_p() <= 1)) {
     return InvalidArgument("sampling.top_p: must be in (0, 1], got " + std::to_string(s.top_p()));
   }
   if (s.top_k() < 0) return InvalidArgument("sampling.top_k: must be >= 0, got " + std::to_string(s.top_k()));

@@ -54,7 +54,6 @@ int Run(const ServeOptions& options) {
     return 1;
   }
   EngineLoopOptions loop_options = options.loop;
-  loop_options.scheduler.block_size = (*engine)->block_size();
   if (loop_options.max_model_len <= 0 || loop_options.max_model_len > model->config.max_position_embeddings) {
     loop_options.max_model_len = model->config.max_position_embeddings;
   }
@@ -63,6 +62,12 @@ int Run(const ServeOptions& options) {
   ServiceLimits limits{.max_model_len = loop_options.max_model_len};
   TpServeService service(&*model, &loop, engine->get(), &metrics, loop_options, limits);
 
+  MetricsHttpServer metrics_http(&metrics);  // first: nothing to unwind if its port is taken
+  auto metrics_port = metrics_http.Start(options.host, options.metrics_port);
+  if (!metrics_port.ok()) {
+    spdlog::error("serve: {}", metrics_port.status().message());
+    return 1;
+  }
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
@@ -74,12 +79,6 @@ int Run(const ServeOptions& options) {
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (!server || grpc_port == 0) {
     spdlog::error("serve: cannot listen on {}:{}", options.host, options.port);
-    return 1;
-  }
-  MetricsHttpServer metrics_http(&metrics);
-  auto metrics_port = metrics_http.Start(options.host, options.metrics_port);
-  if (!metrics_port.ok()) {
-    spdlog::error("serve: {}", metrics_port.status().message());
     return 1;
   }
   loop.Start();
@@ -134,14 +133,15 @@ void AddServeCommand(CLI::App& app, CommandAction* action) {
   cmd->add_option("--max-model-len", options->loop.max_model_len,
                   "Prompt + max_tokens limit (0: the model's max_position_embeddings)")->capture_default_str();
   cmd->add_option("--max-batch-size", options->loop.scheduler.max_batch_size, "Running sequences")
-      ->capture_default_str();
+      ->check(CLI::PositiveNumber)->capture_default_str();
   cmd->add_option("--max-wait-us", options->loop.max_wait_us,
                   "How long an idle engine waits for more requests before a partial batch")
       ->capture_default_str();
   cmd->add_option("--max-batched-tokens", options->loop.scheduler.max_batched_tokens,
-                  "Token budget per step (prompts are prefilled in chunks)")->capture_default_str();
+                  "Token budget per step (prompts are prefilled in chunks)")
+      ->check(CLI::PositiveNumber)->capture_default_str();
   cmd->add_option("--max-queue", options->loop.max_queue, "Waiting requests before RESOURCE_EXHAUSTED")
-      ->capture_default_str();
+      ->check(CLI::PositiveNumber)->capture_default_str();
   cmd->add_option("--drain-seconds", options->drain_seconds, "Grace period on SIGTERM")->capture_default_str();
   // Fault injection for tests (hidden from --help): every rank fails engine step N.
   cmd->add_option("--debug-fail-at-step", options->engine.fail_at_step)->group("");

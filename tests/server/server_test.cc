@@ -152,6 +152,8 @@ TEST_F(Server, BadRequestsFailAloneNamingTheField) {
        "prompt: 2048 tokens, but the context window is 2048 tokens"},
       {[](auto& r) { r.mutable_sampling()->set_temperature(-1); }, "sampling.temperature"},
       {[](auto& r) { r.mutable_sampling()->set_top_p(1.5f); }, "sampling.top_p"},
+      {[](auto& r) { r.mutable_sampling()->set_temperature(std::nanf("")); }, "sampling.temperature"},
+      {[](auto& r) { r.set_max_tokens(2147483647); }, "exceeds the context window"},
       {[](auto& r) { r.mutable_sampling()->set_top_k(-2); }, "sampling.top_k"},
       {[](auto& r) { r.mutable_token_ids()->add_ids(5); r.mutable_token_ids()->add_ids(999999); },
        "token id 999999 is outside the vocabulary"},
@@ -211,15 +213,30 @@ TEST_F(Server, StopStringsAndLogprobs) {
   Outcome plain = Generate(*stub, Greedy("Hello", 16));
   ASSERT_TRUE(plain.status.ok());
   ASSERT_GT(plain.text.size(), 4u);
-  // Stop on a piece of the text greedy decoding produces: the output ends right before it.
-  const std::string stop = plain.text.substr(plain.text.size() / 2, 3);
+  // Stop on pieces of the text greedy decoding produces: the output ends right before the
+  // earliest match of any of them, whatever their order in the list.
+  // Two whole UTF-8 characters starting at a character boundary near `at` (stop strings must be
+  // valid UTF-8 like any proto3 string).
+  auto piece = [&](size_t at) {
+    auto continuation = [&](size_t i) { return (static_cast<unsigned char>(plain.text[i]) & 0xC0) == 0x80; };
+    while (at < plain.text.size() && continuation(at)) ++at;
+    size_t end = at;
+    for (int chars = 0; chars < 2 && end < plain.text.size(); ++chars) {
+      ++end;
+      while (end < plain.text.size() && continuation(end)) ++end;
+    }
+    return plain.text.substr(at, end - at);
+  };
+  const std::string late = piece(plain.text.size() * 3 / 4);
+  const std::string early = piece(plain.text.size() / 3);
   v1::GenerateRequest r = Greedy("Hello", 16);
-  r.add_stop(stop);
+  r.add_stop(late);
+  r.add_stop(early);
   r.set_logprobs(3);
   Outcome stopped = Generate(*stub, r);
-  ASSERT_TRUE(stopped.status.ok());
+  ASSERT_TRUE(stopped.status.ok()) << stopped.status.error_message();
   EXPECT_EQ(stopped.last.finish_reason(), v1::FINISH_REASON_STOP);
-  EXPECT_EQ(stopped.text, plain.text.substr(0, plain.text.find(stop)));
+  EXPECT_EQ(stopped.text, plain.text.substr(0, std::min(plain.text.find(late), plain.text.find(early))));
 }
 
 TEST_F(Server, ModelInfoHealthAndMetrics) {
