@@ -19,6 +19,7 @@ void AddBenchDecodeCommand(CLI::App& app, CommandAction* action);
 #if defined(TPSERVE_WITH_GRPC)
 void AddServeCommand(CLI::App& app, CommandAction* action);
 void AddClientCommand(CLI::App& app, CommandAction* action);
+void AddLoadgenCommand(CLI::App& app, CommandAction* action);
 #endif
 
 struct EngineOptions;

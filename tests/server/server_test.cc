@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 #include <httplib.h>
 
+#include <nlohmann/json.hpp>
+
 #include <future>
 #include <regex>
 
@@ -271,6 +273,45 @@ TEST_F(Server, ModelInfoHealthAndMetrics) {
                            "tpserve_request_errors_total{code=\"INVALID_ARGUMENT\"}"}) {
     EXPECT_NE(res->body.find(name), std::string::npos) << name;
   }
+}
+
+// `tpserve loadgen` against this server, as a user runs it; its JSON is checked for consistency.
+nlohmann::json RunLoadgen(const std::string& args) {
+  const std::string command = std::string(TPSERVE_BINARY) + " loadgen --json " + args + " 2>/dev/null";
+  FILE* pipe = popen(command.c_str(), "r");
+  std::string output;
+  char buffer[4096];
+  while (pipe && fgets(buffer, sizeof(buffer), pipe)) output += buffer;
+  EXPECT_EQ(pipe ? pclose(pipe) : -1, 0) << command;
+  return nlohmann::json::parse(output, nullptr, false);
+}
+
+TEST_F(Server, LoadgenCountsAddUpClosedAndOpenLoop) {
+  const nlohmann::json closed = RunLoadgen("--server " + server_->grpc_target() +
+                                           " --concurrency 4 --requests 12 --prompt-tokens 8-24 --output-tokens 6 "
+                                           "--warmup 1 --slo-ttft-ms 60000 --slo-tpot-ms 60000");
+  ASSERT_FALSE(closed.is_discarded());
+  const auto& run = closed["runs"][0];
+  EXPECT_EQ(run["sent"], 12);
+  EXPECT_EQ(run["completed"].get<int>() + run["failed"].get<int>(), 12);
+  EXPECT_EQ(run["completed"], 12);
+  EXPECT_EQ(run["output_tokens"], 12 * 6);  // exact lengths through ignore_eos / min_tokens
+  EXPECT_EQ(run["good"], 12);
+  EXPECT_GT(run["ttft_ms"]["p50"].get<double>(), 0);
+  EXPECT_GE(run["e2e_ms"]["p99"].get<double>(), run["e2e_ms"]["p50"].get<double>());
+  EXPECT_EQ(run["tpot_ms"]["count"], 12);
+
+  const nlohmann::json open = RunLoadgen("--server " + server_->grpc_target() +
+                                         " --rate 40 --requests 10 --prompt-tokens 8 --output-tokens 4 --warmup 0 --seed 3");
+  ASSERT_FALSE(open.is_discarded());
+  EXPECT_EQ(open["runs"][0]["sent"], 10);
+  EXPECT_EQ(open["runs"][0]["completed"], 10);
+  EXPECT_EQ(open["runs"][0]["rate"], 40.0);
+
+  const nlohmann::json sweep = RunLoadgen("--server " + server_->grpc_target() +
+                                          " --sweep concurrency=1,3 --requests 3 --prompt-tokens 4 --output-tokens 3 --warmup 0");
+  ASSERT_EQ(sweep["runs"].size(), 2u);
+  EXPECT_EQ(sweep["runs"][1]["concurrency"], 3);
 }
 
 // Separate servers with small limits.
