@@ -26,6 +26,7 @@ int main(int argc, char** argv) {
 #endif
   tpserve::AddGenerateCommand(app, &action);
   tpserve::AddBenchDecodeCommand(app, &action);
+  tpserve::AddBenchCommCommand(app, &action);
   tpserve::AddDevicesCommand(app, &action);
 
   CLI11_PARSE(app, argc, argv);

@@ -1,0 +1,232 @@
+#include "benchmarks/comm_bench.h"
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "comm/in_process_communicator.h"
+
+namespace tpserve {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Small integers, so every sum is exact in float and checking is exact.
+float InitValue(int rank, size_t i) { return static_cast<float>((rank + 1) * static_cast<int>(i % 7 + 1)); }
+
+// Element counts per rank buffer as nccl-tests sizes them: S is the total for AllGather and
+// ReduceScatter (count × n), the buffer for AllReduce and Broadcast.
+size_t CountFor(Collective c, size_t bytes, int n) {
+  const size_t elements = bytes / sizeof(float);
+  return (c == Collective::kAllGather || c == Collective::kReduceScatter) ? elements / n : elements;
+}
+
+struct RankBuffers {
+  std::vector<float> send, recv;
+};
+
+// One call of the collective on one rank; in_place uses recv for both ends.
+Status Call(Collective c, InProcessCommunicator& comm, RankBuffers& b, size_t count, bool in_place) {
+  const int n = comm.world_size(), r = comm.rank();
+  switch (c) {
+    case Collective::kAllReduce:
+      if (!in_place) std::memcpy(b.recv.data(), b.send.data(), count * sizeof(float));
+      return comm.AllReduceSum(b.recv.data(), count);
+    case Collective::kBroadcast:
+      if (!in_place) std::memcpy(b.recv.data(), b.send.data(), count * sizeof(float));
+      return comm.Broadcast(b.recv.data(), count, 0);
+    case Collective::kAllGather:
+      return comm.AllGather(in_place ? b.recv.data() + r * count : b.send.data(), b.recv.data(), count);
+    case Collective::kReduceScatter:
+      if (in_place) {
+        // nccl-tests' in-place reduce-scatter: the input is recv, the output its own chunk.
+        std::vector<float> chunk(count);
+        RETURN_IF_ERROR(comm.ReduceScatterSum(b.recv.data(), chunk.data(), count));
+        std::memcpy(b.recv.data() + r * count, chunk.data(), count * sizeof(float));
+        return Status::Ok();
+      }
+      return comm.ReduceScatterSum(b.send.data(), b.recv.data(), count);
+  }
+  (void)n;
+  return Status::Ok();
+}
+
+void Fill(Collective c, RankBuffers& b, int rank, int n, size_t count, bool in_place, int corrupt_rank) {
+  const size_t input = (c == Collective::kReduceScatter) ? count * n : count;
+  b.send.resize(input);
+  b.recv.assign(c == Collective::kAllGather || c == Collective::kReduceScatter ? count * n : count, 0.0f);
+  for (size_t i = 0; i < input; ++i) b.send[i] = InitValue(rank, i);
+  if (rank == corrupt_rank && input > 0) b.send[input / 2] += 1.0f;
+  if (in_place) {
+    if (c == Collective::kAllGather) {
+      std::memcpy(b.recv.data() + rank * count, b.send.data(), count * sizeof(float));
+    } else {
+      std::memcpy(b.recv.data(), b.send.data(), input * sizeof(float));
+    }
+  }
+}
+
+// Elements of this rank's result that differ from the collective's definition.
+size_t CountWrong(Collective c, const RankBuffers& b, int rank, int n, size_t count, bool in_place) {
+  size_t wrong = 0;
+  auto sum_over_ranks = [&](size_t i) {
+    float s = 0;
+    for (int q = 0; q < n; ++q) s += InitValue(q, i);
+    return s;
+  };
+  switch (c) {
+    case Collective::kAllReduce:
+      for (size_t i = 0; i < count; ++i) wrong += b.recv[i] != sum_over_ranks(i);
+      break;
+    case Collective::kBroadcast:
+      for (size_t i = 0; i < count; ++i) wrong += b.recv[i] != InitValue(0, i);
+      break;
+    case Collective::kAllGather:
+      for (int q = 0; q < n; ++q) {
+        for (size_t i = 0; i < count; ++i) wrong += b.recv[q * count + i] != InitValue(q, i);
+      }
+      break;
+    case Collective::kReduceScatter: {
+      const float* out = in_place ? b.recv.data() + rank * count : b.recv.data();
+      for (size_t i = 0; i < count; ++i) wrong += out[i] != sum_over_ranks(rank * count + i);
+      break;
+    }
+  }
+  return wrong;
+}
+
+// Runs warmup + iters calls on every rank; returns the mean time per call and #wrong (all ranks).
+Result<std::pair<double, size_t>> Measure(const CommBenchOptions& o, Collective c, size_t count, bool in_place) {
+  auto comms = InProcessCommunicator::CreateGroup(o.ranks);
+  std::vector<RankBuffers> buffers(o.ranks);
+  std::vector<Status> statuses(o.ranks);
+  std::vector<size_t> wrong(o.ranks, 0);
+  double seconds = 0;
+  std::vector<std::thread> threads;
+  for (int r = 0; r < o.ranks; ++r) {
+    threads.emplace_back([&, r] {
+      RankBuffers& b = buffers[r];
+      Fill(c, b, r, o.ranks, count, in_place, o.corrupt_rank);
+      for (int i = 0; i < o.warmup && statuses[r].ok(); ++i) {
+        statuses[r] = Call(c, *comms[r], b, count, in_place);
+        Fill(c, b, r, o.ranks, count, in_place, o.corrupt_rank);  // in-place calls consume their input
+      }
+      if (!statuses[r].ok()) return;
+      comms[r]->Barrier().ok();
+      const auto start = Clock::now();
+      for (int i = 0; i < o.iters && statuses[r].ok(); ++i) {
+        statuses[r] = Call(c, *comms[r], b, count, in_place);  // in place: sums of sums, timing only
+      }
+      comms[r]->Barrier().ok();
+      if (r == 0) seconds = std::chrono::duration<double>(Clock::now() - start).count() / std::max(1, o.iters);
+      if (o.check) {
+        Fill(c, b, r, o.ranks, count, in_place, o.corrupt_rank);
+        Status s = Call(c, *comms[r], b, count, in_place);
+        if (s.ok()) wrong[r] = CountWrong(c, b, r, o.ranks, count, in_place);
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (const Status& s : statuses) RETURN_IF_ERROR(s);
+  size_t total_wrong = 0;
+  for (size_t w : wrong) total_wrong += w;
+  return std::make_pair(seconds, total_wrong);
+}
+
+}  // namespace
+
+Result<CommBenchReport> RunCommBench(const CommBenchOptions& o) {
+  ASSIGN_OR_RETURN(Collective c, ParseCollective(o.collective));
+  if (o.backend != "local") {
+    return Unimplemented("--backend '" + o.backend + "': only 'local' (ranks as threads) exists in this build");
+  }
+  if (o.dtype != "float") return Unimplemented("-d '" + o.dtype + "': the local backend reduces float only");
+  if (o.op != "sum") return Unimplemented("-o '" + o.op + "': the local backend supports sum only");
+  if (o.ranks < 1 || o.ranks > 64) return InvalidArgument("--ranks must be 1..64");
+  if (o.min_bytes < 4 || o.max_bytes < o.min_bytes) return InvalidArgument("-b / -e: need 4 <= -b <= -e");
+  if (o.step_bytes == 0 && o.step_factor <= 1) return InvalidArgument("-f must be > 1");
+  CommBenchReport report;
+  report.collective = c;
+  report.ranks = o.ranks;
+  const double factor = BusBandwidthFactor(c, o.ranks);
+  std::vector<std::pair<double, double>> samples;
+  for (size_t bytes = o.min_bytes; bytes <= o.max_bytes;
+       bytes = o.step_bytes > 0 ? bytes + o.step_bytes : static_cast<size_t>(std::ceil(bytes * o.step_factor))) {
+    const size_t count = CountFor(c, bytes, o.ranks);
+    if (count == 0) continue;
+    CommBenchRow row;
+    row.count = count;
+    row.bytes = (c == Collective::kAllGather || c == Collective::kReduceScatter) ? count * o.ranks * sizeof(float)
+                                                                                   : count * sizeof(float);
+    ASSIGN_OR_RETURN(auto oop, Measure(o, c, count, false));
+    ASSIGN_OR_RETURN(auto ip, Measure(o, c, count, true));
+    row.oop_us = oop.first * 1e6;
+    row.oop_wrong = oop.second;
+    row.ip_us = ip.first * 1e6;
+    row.ip_wrong = ip.second;
+    row.oop_algbw = row.bytes / oop.first / 1e9;
+    row.ip_algbw = row.bytes / ip.first / 1e9;
+    row.oop_busbw = row.oop_algbw * factor;
+    row.ip_busbw = row.ip_algbw * factor;
+    samples.emplace_back(static_cast<double>(row.bytes), oop.first);
+    report.rows.push_back(row);
+  }
+  if (o.ranks > 1) {
+    auto fit = FitAlphaBeta(samples, factor);
+    if (fit.ok()) {
+      report.fit = *fit;
+      report.fitted = true;
+    }
+  }
+  return report;
+}
+
+std::string FormatCommBench(const CommBenchReport& r, const CommBenchOptions& o) {
+  std::string out;
+  char line[512];
+  std::snprintf(line, sizeof(line), "# tpserve bench-comm: %s, backend local (threads), %d ranks, %d iters, %d warmup, check %d\n#\n",
+                CollectiveName(r.collective).c_str(), r.ranks, o.iters, o.warmup, o.check);
+  out += line;
+  out += "#                                                              out-of-place                       in-place          \n";
+  out += "#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong\n";
+  out += "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)            (us)  (GB/s)  (GB/s)       \n";
+  const bool rooted = r.collective == Collective::kBroadcast;
+  const char* redop = r.collective == Collective::kAllReduce || r.collective == Collective::kReduceScatter ? "sum" : "none";
+  for (const auto& row : r.rows) {
+    std::snprintf(line, sizeof(line), "%12zu  %12zu  %8s  %6s  %6d  %7.2f  %6.2f  %6.2f  %5zu  %7.2f  %6.2f  %6.2f  %5zu\n",
+                  row.bytes, row.count, "float", redop, rooted ? 0 : -1, row.oop_us, row.oop_algbw, row.oop_busbw,
+                  row.oop_wrong, row.ip_us, row.ip_algbw, row.ip_busbw, row.ip_wrong);
+    out += line;
+  }
+  double bus_sum = 0;
+  for (const auto& row : r.rows) bus_sum += row.oop_busbw;
+  std::snprintf(line, sizeof(line), "# Avg bus bandwidth    : %g \n", r.rows.empty() ? 0 : bus_sum / r.rows.size());
+  out += line;
+  if (r.fitted) {
+    std::snprintf(line, sizeof(line),
+                  "# alpha-beta fit (out-of-place): alpha %.2f us, beta %.2f GB/s (bus), latency and bandwidth terms equal at %.0f B\n",
+                  r.fit.alpha_s * 1e6, r.fit.beta_bytes_per_s / 1e9, r.fit.crossover_bytes);
+    out += line;
+  }
+  return out;
+}
+
+std::string CommBenchJson(const CommBenchReport& r) {
+  nlohmann::json rows = nlohmann::json::array();
+  for (const auto& row : r.rows) {
+    rows.push_back({{"size", row.bytes}, {"count", row.count}, {"type", "float"},
+                    {"out_of_place", {{"time_us", row.oop_us}, {"algbw", row.oop_algbw}, {"busbw", row.oop_busbw}, {"wrong", row.oop_wrong}}},
+                    {"in_place", {{"time_us", row.ip_us}, {"algbw", row.ip_algbw}, {"busbw", row.ip_busbw}, {"wrong", row.ip_wrong}}}});
+  }
+  nlohmann::json out = {{"collective", CollectiveName(r.collective)}, {"backend", "local"}, {"ranks", r.ranks}, {"rows", rows}};
+  if (r.fitted) {
+    out["fit"] = {{"alpha_us", r.fit.alpha_s * 1e6}, {"beta_gb_s", r.fit.beta_bytes_per_s / 1e9},
+                  {"crossover_bytes", r.fit.crossover_bytes}};
+  }
+  return out.dump();
+}
+
+}  // namespace tpserve

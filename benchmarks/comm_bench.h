@@ -1,0 +1,51 @@
+// `tpserve bench-comm`: an nccl-tests-compatible sweep of one collective on the in-process
+// backend — same flags (-b -e -f -i -n -w -c -o -d), same columns, same algbw/busbw — plus the
+// α–β fit of comm/cost_model over the sweep.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "comm/cost_model.h"
+#include "common/status.h"
+
+namespace tpserve {
+
+struct CommBenchOptions {
+  std::string collective = "all_reduce";
+  std::string backend = "local";
+  int ranks = 2;
+  size_t min_bytes = 8;             // -b
+  size_t max_bytes = 64 << 20;      // -e
+  double step_factor = 2;           // -f
+  size_t step_bytes = 0;            // -i (overrides -f when > 0)
+  int iters = 20;                   // -n
+  int warmup = 5;                   // -w
+  int check = 1;                    // -c
+  std::string op = "sum";           // -o
+  std::string dtype = "float";      // -d
+  int corrupt_rank = -1;            // fault injection for tests: this rank's input is off by one
+  bool json = false;
+};
+
+struct CommBenchRow {
+  size_t bytes = 0, count = 0;
+  double oop_us = 0, oop_algbw = 0, oop_busbw = 0;
+  size_t oop_wrong = 0;
+  double ip_us = 0, ip_algbw = 0, ip_busbw = 0;
+  size_t ip_wrong = 0;
+};
+
+struct CommBenchReport {
+  Collective collective = Collective::kAllReduce;
+  int ranks = 0;
+  std::vector<CommBenchRow> rows;
+  AlphaBeta fit;
+  bool fitted = false;
+};
+
+Result<CommBenchReport> RunCommBench(const CommBenchOptions& options);
+std::string FormatCommBench(const CommBenchReport& report, const CommBenchOptions& options);
+std::string CommBenchJson(const CommBenchReport& report);
+
+}  // namespace tpserve

@@ -1,0 +1,43 @@
+#include <spdlog/spdlog.h>
+
+#include <cstdio>
+
+#include "benchmarks/comm_bench.h"
+#include "server/commands/commands.h"
+
+namespace tpserve {
+
+void AddBenchCommCommand(CLI::App& app, CommandAction* action) {
+  auto o = std::make_shared<CommBenchOptions>();
+  CLI::App* cmd = app.add_subcommand(
+      "bench-comm",
+      "nccl-tests-compatible sweep of one collective (same flags, columns, algbw/busbw), with an\n"
+      "alpha-beta fit: the message size below which the collective is latency-bound.");
+  cmd->add_option("--collective", o->collective, "all_reduce | all_gather | reduce_scatter | broadcast")->capture_default_str();
+  cmd->add_option("--backend", o->backend, "local (ranks as threads); nccl arrives with the CUDA backend")->capture_default_str();
+  cmd->add_option("--ranks,-g", o->ranks, "Ranks")->capture_default_str();
+  cmd->add_option("-b,--minbytes", o->min_bytes, "Smallest size (bytes)")->capture_default_str();
+  cmd->add_option("-e,--maxbytes", o->max_bytes, "Largest size (bytes)")->capture_default_str();
+  cmd->add_option("-f,--stepfactor", o->step_factor, "Multiply the size by this each step")->capture_default_str();
+  cmd->add_option("-i,--stepbytes", o->step_bytes, "Add this many bytes each step (overrides -f)");
+  cmd->add_option("-n,--iters", o->iters, "Timed iterations per size")->capture_default_str();
+  cmd->add_option("-w,--warmup_iters", o->warmup, "Warm-up iterations per size")->capture_default_str();
+  cmd->add_option("-c,--check", o->check, "Check results (#wrong)")->capture_default_str();
+  cmd->add_option("-o,--op", o->op, "Reduction op (sum)")->capture_default_str();
+  cmd->add_option("-d,--datatype", o->dtype, "Data type (float)")->capture_default_str();
+  cmd->add_option("--debug-corrupt-rank", o->corrupt_rank)->group("");  // tests: prove #wrong works
+  cmd->add_flag("--json", o->json, "Print one JSON object");
+  cmd->callback([o, action] {
+    *action = [o] {
+      auto report = RunCommBench(*o);
+      if (!report.ok()) {
+        spdlog::error("bench-comm: {}", report.status().ToString());
+        return 1;
+      }
+      std::printf("%s\n", o->json ? CommBenchJson(*report).c_str() : FormatCommBench(*report, *o).c_str());
+      return 0;
+    };
+  });
+}
+
+}  // namespace tpserve
