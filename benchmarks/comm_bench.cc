@@ -230,3 +230,27 @@ std::string CommBenchJson(const CommBenchReport& r) {
 }
 
 }  // namespace tpserve
+
+namespace tpserve {
+
+LineChart CommLatencyChart(const CommBenchReport& r) {
+  LineChart chart;
+  chart.title = "in-process " + CollectiveName(r.collective) + ", " + std::to_string(r.ranks) + " ranks";
+  chart.x_label = "message size (bytes)";
+  chart.y_label = "time per call (us)";
+  chart.log_x = chart.log_y = true;
+  ChartSeries out_of_place{"out-of-place", {}}, in_place{"in-place", {}}, model{"alpha-beta model", {}, true};
+  const double factor = BusBandwidthFactor(r.collective, r.ranks);
+  for (const auto& row : r.rows) {
+    out_of_place.points.emplace_back(row.bytes, row.oop_us);
+    in_place.points.emplace_back(row.bytes, row.ip_us);
+    if (r.fitted) {
+      model.points.emplace_back(row.bytes, (r.fit.alpha_s + row.bytes * factor / r.fit.beta_bytes_per_s) * 1e6);
+    }
+  }
+  chart.series = {out_of_place, in_place};
+  if (r.fitted) chart.series.push_back(model);
+  return chart;
+}
+
+}  // namespace tpserve

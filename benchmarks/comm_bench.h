@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "benchmarks/svg_chart.h"
 #include "comm/cost_model.h"
 #include "common/status.h"
 
@@ -26,6 +27,7 @@ struct CommBenchOptions {
   std::string dtype = "float";      // -d
   int corrupt_rank = -1;            // fault injection for tests: this rank's input is off by one
   bool json = false;
+  std::string plot;                 // --plot FILE.svg|png
 };
 
 struct CommBenchRow {
@@ -47,5 +49,7 @@ struct CommBenchReport {
 Result<CommBenchReport> RunCommBench(const CommBenchOptions& options);
 std::string FormatCommBench(const CommBenchReport& report, const CommBenchOptions& options);
 std::string CommBenchJson(const CommBenchReport& report);
+// Latency vs message size (log-log): out-of-place, in-place, and the fitted α–β model.
+LineChart CommLatencyChart(const CommBenchReport& report);
 
 }  // namespace tpserve

@@ -143,6 +143,18 @@ std::string FormatDecodeBench(const DecodeBenchReport& r) {
   return out;
 }
 
+StackedBarChart DecodeBreakdownChart(const DecodeBenchReport& r) {
+  StackedBarChart chart;
+  chart.title = "decode step breakdown (slowest rank, median step)";
+  chart.y_label = "time per decode step (ms)";
+  chart.parts = {"compute", "comm (AllReduce/AllGather)", "host"};
+  for (const auto& row : r.rows) {
+    chart.categories.push_back("tp" + std::to_string(row.tp) + " b" + std::to_string(row.batch));
+    chart.values.push_back({row.compute_ms, row.comm_ms, row.host_ms});
+  }
+  return chart;
+}
+
 std::string DecodeBenchJson(const DecodeBenchReport& r) {
   nlohmann::json out = {{"read_gb_per_s", r.read_gb_per_s}, {"threads", r.threads},
                         {"untraced_step_ms", r.untraced_step_ms}, {"trace_overhead", r.trace_overhead},

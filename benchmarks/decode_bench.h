@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "benchmarks/svg_chart.h"
 #include "common/status.h"
 
 namespace tpserve {
@@ -18,6 +19,7 @@ struct DecodeBenchOptions {
   int decode_steps = 32;
   int threads = 0;  // 0: every core
   bool json = false;
+  std::string plot;            // --plot FILE.svg|png
   bool trace_overhead = true;  // also time the first point with per-op tracing off
 };
 
@@ -48,5 +50,7 @@ struct DecodeBenchReport {
 Result<DecodeBenchReport> RunDecodeBench(const DecodeBenchOptions& options);
 std::string FormatDecodeBench(const DecodeBenchReport& report);
 std::string DecodeBenchJson(const DecodeBenchReport& report);
+// Stacked compute / comm / host milliseconds per decode step, one bar per (tp, batch).
+StackedBarChart DecodeBreakdownChart(const DecodeBenchReport& report);
 
 }  // namespace tpserve

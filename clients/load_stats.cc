@@ -69,3 +69,23 @@ LoadReport BuildReport(const std::vector<RequestRecord>& records, double duratio
 }
 
 }  // namespace tpserve
+
+namespace tpserve {
+
+LineChart LoadCurveChart(const std::vector<LoadReport>& runs) {
+  LineChart chart;
+  chart.title = "throughput vs latency (one point per load level)";
+  chart.x_label = "output throughput (tokens/s)";
+  chart.y_label = "latency, median (ms)";
+  chart.log_y = true;
+  ChartSeries ttft{"TTFT p50", {}}, tpot{"TPOT p50", {}}, e2e{"E2E p50", {}};
+  for (const LoadReport& r : runs) {
+    ttft.points.emplace_back(r.output_token_throughput, r.ttft_ms.p50);
+    tpot.points.emplace_back(r.output_token_throughput, r.tpot_ms.p50);
+    e2e.points.emplace_back(r.output_token_throughput, r.e2e_ms.p50);
+  }
+  chart.series = {ttft, tpot, e2e};
+  return chart;
+}
+
+}  // namespace tpserve

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "benchmarks/svg_chart.h"
+
 namespace tpserve {
 
 struct RequestRecord {
@@ -48,5 +50,9 @@ struct LoadReport {
 double TimePerOutputToken(const RequestRecord& r);
 bool MeetsSlo(const RequestRecord& r, const Slo& slo);
 LoadReport BuildReport(const std::vector<RequestRecord>& records, double duration_s, const Slo& slo);
+
+// Throughput vs latency across a sweep: x = output tokens/s, y = TTFT / TPOT / E2E p50 (ms),
+// one point per run; `labels` name the runs (e.g. "c=4").
+LineChart LoadCurveChart(const std::vector<LoadReport>& runs);
 
 }  // namespace tpserve

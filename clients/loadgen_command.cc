@@ -65,6 +65,7 @@ struct LoadgenOptions {
   uint64_t seed = 0;
   Slo slo;
   std::string sweep;      // "concurrency=1,2,4"
+  std::string plot;       // --plot FILE.svg|png
   bool json = false;
 };
 
@@ -301,8 +302,10 @@ int Main(const LoadgenOptions& o) {
     for (std::string item; std::getline(list, item, ',');) levels.push_back(std::stoi(item));
   }
   nlohmann::json runs = nlohmann::json::array();
+  std::vector<LoadReport> reports;
   for (int level : levels) {
     RunResult result = Run(*stub, workload, o, level);
+    reports.push_back(result.report);
     if (o.json) {
       runs.push_back(ResultJson(result));
     } else {
@@ -314,6 +317,13 @@ int Main(const LoadgenOptions& o) {
                           {"slo", {{"ttft_ms", o.slo.ttft_ms}, {"tpot_ms", o.slo.tpot_ms}}},
                           {"runs", runs}};
     std::printf("%s\n", out.dump().c_str());
+  }
+  if (!o.plot.empty()) {
+    Status written = WriteChart(o.plot, RenderSvg(LoadCurveChart(reports)));
+    if (!written.ok()) {
+      spdlog::error("loadgen: --plot {}", written.message());
+      return 1;
+    }
   }
   return 0;
 }
@@ -341,6 +351,7 @@ void AddLoadgenCommand(CLI::App& app, CommandAction* action) {
   cmd->add_option("--slo-tpot-ms", o->slo.tpot_ms, "Goodput: time-per-output-token limit");
   cmd->add_option("--sweep", o->sweep, "Run a series, e.g. concurrency=1,2,4,8 (a throughput-latency curve)");
   cmd->add_flag("--json", o->json, "Print one JSON object (schema: docs/API.md)");
+  cmd->add_option("--plot", o->plot, "Write the throughput-latency chart (FILE.svg or FILE.png)");
   cmd->callback([o, action] { *action = [o] { return Main(*o); }; });
 }
 

@@ -28,6 +28,7 @@ PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libpcre2-dev libutf8proc-dev
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc libcpp-httplib-dev
+  librsvg2-bin  # --plot FILE.png
 )
 [[ $WANT_SANITIZERS == 1 ]] && PACKAGES+=(clang-16 libclang-rt-16-dev)
 # npm fetches the tokenizer files; Debian's nodejs + npm unless a Node.js with npm is already here.

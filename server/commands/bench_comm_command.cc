@@ -27,6 +27,7 @@ void AddBenchCommCommand(CLI::App& app, CommandAction* action) {
   cmd->add_option("-d,--datatype", o->dtype, "Data type (float)")->capture_default_str();
   cmd->add_option("--debug-corrupt-rank", o->corrupt_rank)->group("");  // tests: prove #wrong works
   cmd->add_flag("--json", o->json, "Print one JSON object");
+  cmd->add_option("--plot", o->plot, "Write a latency-vs-size chart (FILE.svg or FILE.png)");
   cmd->callback([o, action] {
     *action = [o] {
       auto report = RunCommBench(*o);
@@ -35,6 +36,13 @@ void AddBenchCommCommand(CLI::App& app, CommandAction* action) {
         return 1;
       }
       std::printf("%s\n", o->json ? CommBenchJson(*report).c_str() : FormatCommBench(*report, *o).c_str());
+      if (!o->plot.empty()) {
+        Status written = WriteChart(o->plot, RenderSvg(CommLatencyChart(*report)));
+        if (!written.ok()) {
+          spdlog::error("bench-comm: --plot {}", written.message());
+          return 1;
+        }
+      }
       return 0;
     };
   });

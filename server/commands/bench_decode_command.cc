@@ -19,7 +19,8 @@ void AddBenchDecodeCommand(CLI::App& app, CommandAction* action) {
   cmd->add_option("--prompt-tokens", options->prompt_tokens, "Context before decoding")->capture_default_str();
   cmd->add_option("--steps", options->decode_steps, "Decode steps per point (median reported)")->capture_default_str();
   cmd->add_option("--threads", options->threads, "Compute threads in all (0: every core)")->capture_default_str();
-  cmd->add_flag("--json", options->json, "Print one JSON object (schema: docs/PERFORMANCE.md)");
+  cmd->add_flag("--json", options->json, "Print one JSON object (schema: docs/API.md)");
+  cmd->add_option("--plot", options->plot, "Write the stacked compute/comm/host chart (FILE.svg or FILE.png)");
   cmd->callback([options, action] {
     *action = [options] {
       auto report = RunDecodeBench(*options);
@@ -28,6 +29,13 @@ void AddBenchDecodeCommand(CLI::App& app, CommandAction* action) {
         return 1;
       }
       std::printf("%s\n", options->json ? DecodeBenchJson(*report).c_str() : FormatDecodeBench(*report).c_str());
+      if (!options->plot.empty()) {
+        Status written = WriteChart(options->plot, RenderSvg(DecodeBreakdownChart(*report)));
+        if (!written.ok()) {
+          spdlog::error("bench-decode: --plot {}", written.message());
+          return 1;
+        }
+      }
       return 0;
     };
   });
