@@ -97,6 +97,8 @@ Result<DecodeBenchReport> RunDecodeBench(const DecodeBenchOptions& o) {
   for (int tp : o.tp) {
     for (int batch : o.batch) {
       ASSIGN_OR_RETURN(DecodeBenchRow row, MeasureOne(model, o, tp, batch, report.threads));
+      row.ceiling_tokens_per_s = batch * report.read_gb_per_s * 1e9 / row.weight_bytes;
+      row.fraction_of_ceiling = row.tokens_per_s / row.ceiling_tokens_per_s;
       if (o.trace_overhead && report.rows.empty()) {
         // Traced and untraced runs alternate three times each, so drift in machine load shows up
         // on both sides; medians of the per-run medians.
@@ -146,8 +148,9 @@ std::string FormatDecodeBench(const DecodeBenchReport& r) {
 StackedBarChart DecodeBreakdownChart(const DecodeBenchReport& r) {
   StackedBarChart chart;
   chart.title = "decode step breakdown (slowest rank, median step)";
+  chart.x_label = "tensor-parallel degree (tp) and batch size (b)";
   chart.y_label = "time per decode step (ms)";
-  chart.parts = {"compute", "comm (AllReduce/AllGather)", "host"};
+  chart.parts = {"compute", "comm (collectives)", "host"};
   for (const auto& row : r.rows) {
     chart.categories.push_back("tp" + std::to_string(row.tp) + " b" + std::to_string(row.batch));
     chart.values.push_back({row.compute_ms, row.comm_ms, row.host_ms});

@@ -144,11 +144,17 @@ std::string RenderSvg(const LineChart& chart) {
     svg += "<polyline fill=\"none\" stroke=\"" + color + "\" stroke-width=\"2.5\"" +
            (s.dashed ? " stroke-dasharray=\"6,4\"" : "") + " points=\"" + points + "\"/>\n";
     if (!s.dashed) {
-      for (const auto& [x, y] : s.points) {
+      for (size_t k = 0; k < s.points.size(); ++k) {
+        const auto [x, y] = s.points[k];
         if ((chart.log_x && x <= 0) || (chart.log_y && y <= 0)) continue;
         std::snprintf(text, sizeof(text), "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3.5\" fill=\"%s\"/>\n", ax.Map(x, x0, x1),
                       ay.Map(y, y0, y1), color.c_str());
         svg += text;
+        if (k < s.point_labels.size()) {
+          std::snprintf(text, sizeof(text), "<text x=\"%.1f\" y=\"%.1f\" font-size=\"11\" fill=\"%s\">%s</text>\n",
+                        ax.Map(x, x0, x1) + 6, ay.Map(y, y0, y1) - 6, color.c_str(), Escape(s.point_labels[k]).c_str());
+          svg += text;
+        }
       }
     }
     svg += LegendEntry(static_cast<int>(i), s.label, color, s.dashed, false);
@@ -165,7 +171,7 @@ std::string RenderSvg(const StackedBarChart& chart) {
   }
   const Axis ay = FitAxis(totals, false);
   const double x0 = kLeft, x1 = kWidth - kRight, y0 = kHeight - kBottom, y1 = kTop;
-  std::string svg = Frame(chart.title, "", chart.y_label);
+  std::string svg = Frame(chart.title, chart.x_label, chart.y_label);
   char text[512];
   for (double t : ay.Ticks()) {
     const double y = ay.Map(t, y0, y1);

@@ -15,6 +15,7 @@ struct ChartSeries {
   std::string label;
   std::vector<std::pair<double, double>> points;  // (x, y)
   bool dashed = false;
+  std::vector<std::string> point_labels;          // optional, one per point (e.g. "c=4")
 };
 
 struct LineChart {
@@ -28,6 +29,7 @@ struct LineChart {
 
 struct StackedBarChart {
   std::string title;
+  std::string x_label;
   std::string y_label;
   std::vector<std::string> categories;       // one bar each
   std::vector<std::string> parts;            // stacked segments, bottom first

@@ -72,7 +72,7 @@ LoadReport BuildReport(const std::vector<RequestRecord>& records, double duratio
 
 namespace tpserve {
 
-LineChart LoadCurveChart(const std::vector<LoadReport>& runs) {
+LineChart LoadCurveChart(const std::vector<LoadReport>& runs, const std::vector<std::string>& labels) {
   LineChart chart;
   chart.title = "throughput vs latency (one point per load level)";
   chart.x_label = "output throughput (tokens/s)";
@@ -84,6 +84,7 @@ LineChart LoadCurveChart(const std::vector<LoadReport>& runs) {
     tpot.points.emplace_back(r.output_token_throughput, r.tpot_ms.p50);
     e2e.points.emplace_back(r.output_token_throughput, r.e2e_ms.p50);
   }
+  e2e.point_labels = labels;
   chart.series = {ttft, tpot, e2e};
   return chart;
 }

@@ -53,6 +53,6 @@ LoadReport BuildReport(const std::vector<RequestRecord>& records, double duratio
 
 // Throughput vs latency across a sweep: x = output tokens/s, y = TTFT / TPOT / E2E p50 (ms),
 // one point per run; `labels` name the runs (e.g. "c=4").
-LineChart LoadCurveChart(const std::vector<LoadReport>& runs);
+LineChart LoadCurveChart(const std::vector<LoadReport>& runs, const std::vector<std::string>& labels = {});
 
 }  // namespace tpserve

@@ -303,9 +303,11 @@ int Main(const LoadgenOptions& o) {
   }
   nlohmann::json runs = nlohmann::json::array();
   std::vector<LoadReport> reports;
+  std::vector<std::string> labels;
   for (int level : levels) {
     RunResult result = Run(*stub, workload, o, level);
     reports.push_back(result.report);
+    labels.push_back(o.rate > 0 ? "rate " + std::to_string(o.rate) : "c=" + std::to_string(level));
     if (o.json) {
       runs.push_back(ResultJson(result));
     } else {
@@ -319,7 +321,7 @@ int Main(const LoadgenOptions& o) {
     std::printf("%s\n", out.dump().c_str());
   }
   if (!o.plot.empty()) {
-    Status written = WriteChart(o.plot, RenderSvg(LoadCurveChart(reports)));
+    Status written = WriteChart(o.plot, RenderSvg(LoadCurveChart(reports, labels)));
     if (!written.ok()) {
       spdlog::error("loadgen: --plot {}", written.message());
       return 1;

@@ -69,8 +69,10 @@ TEST(SvgChart, LoadCurveHasOnePointPerRun) {
   b.ttft_ms.p50 = 400;
   b.tpot_ms.p50 = 24;
   b.e2e_ms.p50 = 1100;
-  const LineChart chart = LoadCurveChart({a, b});
+  const LineChart chart = LoadCurveChart({a, b}, {"c=1", "c=4"});
   ASSERT_EQ(chart.series.size(), 3u);
+  EXPECT_EQ(chart.series[2].point_labels, (std::vector<std::string>{"c=1", "c=4"}));
+  EXPECT_NE(RenderSvg(chart).find(">c=4</text>"), std::string::npos);
   EXPECT_EQ(chart.series[1].points, (std::vector<std::pair<double, double>>{{50, 15}, {110, 24}}));
   EXPECT_EQ(chart.series[0].label, "TTFT p50");
 }
