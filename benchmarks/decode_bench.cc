@@ -28,9 +28,9 @@ double StreamedWeightBytes(const ModelConfig& c) {
 }
 
 Result<DecodeBenchRow> MeasureOne(const ModelDirectory& model, const DecodeBenchOptions& o, int tp,
-                                  int batch, int threads, bool per_op_trace = true) {
+                                  int batch, int context, int threads, bool per_op_trace = true) {
   EngineOptions engine_options{.tp = tp, .threads = threads, .block_size = 16, .trace = per_op_trace};
-  const int positions = o.prompt_tokens + o.decode_steps + 1;
+  const int positions = context + o.decode_steps + 1;
   const size_t kv_bytes = static_cast<size_t>(batch) * positions * 2 * model.config.num_layers *
                           model.config.kv_size() * sizeof(float) * std::max(1, tp / model.config.num_kv_heads);
   engine_options.kv_cache_mb = static_cast<int>(kv_bytes / (1 << 20)) + 16;
@@ -42,7 +42,7 @@ Result<DecodeBenchRow> MeasureOne(const ModelDirectory& model, const DecodeBench
     for (int p = 0; p < positions; p += engine->block_size()) {
       seqs[b].block_table.push_back(*engine->block_pool().Allocate());
     }
-    for (int t = 0; t < o.prompt_tokens; ++t) seqs[b].tokens.push_back((b * 7919 + t * 104729) % 100000);
+    for (int t = 0; t < context; ++t) seqs[b].tokens.push_back((b * 7919 + t * 104729) % 100000);
   }
   ASSIGN_OR_RETURN(StepResult prefill, engine->Step(StepPlan{.step_id = 0, .sequences = seqs}));
 
@@ -70,6 +70,7 @@ Result<DecodeBenchRow> MeasureOne(const ModelDirectory& model, const DecodeBench
   DecodeBenchRow row;
   row.tp = tp;
   row.batch = batch;
+  row.context = context;
   row.step_ms = Median(step_ms);
   row.tokens_per_s = batch / (row.step_ms * 1e-3);
   row.compute_ms = Median(compute_ms);
@@ -96,25 +97,28 @@ Result<DecodeBenchReport> RunDecodeBench(const DecodeBenchOptions& o) {
   }
   for (int tp : o.tp) {
     for (int batch : o.batch) {
-      ASSIGN_OR_RETURN(DecodeBenchRow row, MeasureOne(model, o, tp, batch, report.threads));
-      row.ceiling_tokens_per_s = batch * report.read_gb_per_s * 1e9 / row.weight_bytes;
-      row.fraction_of_ceiling = row.tokens_per_s / row.ceiling_tokens_per_s;
-      if (o.trace_overhead && report.rows.empty()) {
-        // Traced and untraced runs alternate three times each, so drift in machine load shows up
-        // on both sides; medians of the per-run medians.
-        std::vector<double> traced = {row.step_ms}, untraced;
-        for (int repeat = 0; repeat < 3; ++repeat) {
-          ASSIGN_OR_RETURN(DecodeBenchRow off, MeasureOne(model, o, tp, batch, report.threads, false));
-          untraced.push_back(off.step_ms);
-          if (repeat < 2) {
-            ASSIGN_OR_RETURN(DecodeBenchRow on, MeasureOne(model, o, tp, batch, report.threads));
-            traced.push_back(on.step_ms);
+      for (int context : o.context) {
+        if (context < 1) return InvalidArgument("--context values must be at least 1");
+        ASSIGN_OR_RETURN(DecodeBenchRow row, MeasureOne(model, o, tp, batch, context, report.threads));
+        row.ceiling_tokens_per_s = batch * report.read_gb_per_s * 1e9 / row.weight_bytes;
+        row.fraction_of_ceiling = row.tokens_per_s / row.ceiling_tokens_per_s;
+        if (o.trace_overhead && report.rows.empty()) {
+          // Traced and untraced runs alternate three times each, so drift in machine load shows
+          // up on both sides; medians of the per-run medians.
+          std::vector<double> traced = {row.step_ms}, untraced;
+          for (int repeat = 0; repeat < 3; ++repeat) {
+            ASSIGN_OR_RETURN(DecodeBenchRow off, MeasureOne(model, o, tp, batch, context, report.threads, false));
+            untraced.push_back(off.step_ms);
+            if (repeat < 2) {
+              ASSIGN_OR_RETURN(DecodeBenchRow on, MeasureOne(model, o, tp, batch, context, report.threads));
+              traced.push_back(on.step_ms);
+            }
           }
+          report.untraced_step_ms = Median(untraced);
+          report.trace_overhead = Median(traced) / report.untraced_step_ms - 1;
         }
-        report.untraced_step_ms = Median(untraced);
-        report.trace_overhead = Median(traced) / report.untraced_step_ms - 1;
+        report.rows.push_back(row);
       }
-      report.rows.push_back(row);
     }
   }
   return report;
@@ -133,11 +137,11 @@ std::string FormatDecodeBench(const DecodeBenchReport& r) {
                   100 * r.trace_overhead, r.untraced_step_ms);
     out += line;
   }
-  out += "  tp batch   tok/s  ceiling  of-ceil  step_ms  compute   comm   host  comm%  AR_bytes  AR_us\n";
+  out += "  tp batch context   tok/s  ceiling  of-ceil  step_ms  compute   comm   host  comm%  AR_bytes  AR_us\n";
   for (const auto& row : r.rows) {
     std::snprintf(line, sizeof(line),
-                  "  %2d %5d %7.1f %8.1f %7.0f%% %8.2f %8.2f %6.2f %6.2f %5.1f%% %9.0f %6.1f\n",
-                  row.tp, row.batch, row.tokens_per_s, row.ceiling_tokens_per_s,
+                  "  %2d %5d %7d %7.1f %8.1f %7.0f%% %8.2f %8.2f %6.2f %6.2f %5.1f%% %9.0f %6.1f\n",
+                  row.tp, row.batch, row.context, row.tokens_per_s, row.ceiling_tokens_per_s,
                   100 * row.fraction_of_ceiling, row.step_ms, row.compute_ms, row.comm_ms,
                   row.host_ms, 100 * row.comm_share, row.allreduce_bytes, row.allreduce_us);
     out += line;
@@ -152,7 +156,9 @@ StackedBarChart DecodeBreakdownChart(const DecodeBenchReport& r) {
   chart.y_label = "time per decode step (ms)";
   chart.parts = {"compute", "comm (collectives)", "host"};
   for (const auto& row : r.rows) {
-    chart.categories.push_back("tp" + std::to_string(row.tp) + " b" + std::to_string(row.batch));
+    std::string label = "tp" + std::to_string(row.tp) + " b" + std::to_string(row.batch);
+    if (r.rows.size() > 1 && r.rows.front().context != r.rows.back().context) label += " c" + std::to_string(row.context);
+    chart.categories.push_back(label);
     chart.values.push_back({row.compute_ms, row.comm_ms, row.host_ms});
   }
   return chart;
@@ -163,7 +169,7 @@ std::string DecodeBenchJson(const DecodeBenchReport& r) {
                         {"untraced_step_ms", r.untraced_step_ms}, {"trace_overhead", r.trace_overhead},
                         {"rows", nlohmann::json::array()}};
   for (const auto& row : r.rows) {
-    out["rows"].push_back({{"tp", row.tp}, {"batch", row.batch}, {"step_ms", row.step_ms},
+    out["rows"].push_back({{"tp", row.tp}, {"batch", row.batch}, {"context", row.context}, {"step_ms", row.step_ms},
                            {"tokens_per_s", row.tokens_per_s}, {"compute_ms", row.compute_ms},
                            {"comm_ms", row.comm_ms}, {"host_ms", row.host_ms},
                            {"comm_share", row.comm_share}, {"allreduce_bytes", row.allreduce_bytes},

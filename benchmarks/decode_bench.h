@@ -1,4 +1,4 @@
-// `tpserve bench-decode`: decode throughput over TP degree × batch size, with each step's
+// `tpserve bench-decode`: decode throughput over TP degree × batch size × context length, with each step's
 // compute / comm / host breakdown, next to the weight-streaming ceiling measured in the same run
 // (weight bytes read per step / DRAM read bandwidth with the same threads).
 #pragma once
@@ -15,7 +15,7 @@ struct DecodeBenchOptions {
   std::string model;
   std::vector<int> tp = {1, 2};
   std::vector<int> batch = {1, 8, 32};
-  int prompt_tokens = 32;
+  std::vector<int> context = {32};  // tokens already in the KV cache when decoding starts
   int decode_steps = 32;
   int threads = 0;  // 0: every core
   bool json = false;
@@ -26,6 +26,7 @@ struct DecodeBenchOptions {
 struct DecodeBenchRow {
   int tp = 0;
   int batch = 0;
+  int context = 0;               // tokens in each sequence's KV cache before the timed steps
   double step_ms = 0;            // median decode step (engine wall time)
   double tokens_per_s = 0;       // batch / step
   double compute_ms = 0;         // slowest rank, median

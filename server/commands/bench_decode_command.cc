@@ -11,12 +11,14 @@ void AddBenchDecodeCommand(CLI::App& app, CommandAction* action) {
   auto options = std::make_shared<DecodeBenchOptions>();
   CLI::App* cmd = app.add_subcommand(
       "bench-decode",
-      "Decode throughput per TP degree and batch size with the compute / comm / host breakdown,\n"
-      "next to the weight-streaming ceiling (DRAM read bandwidth measured in the same run).");
+      "Decode throughput per TP degree, batch size and context length with the compute / comm /\n"
+      "host breakdown, next to the weight-streaming ceiling (DRAM read bandwidth measured in the\n"
+      "same run).");
   cmd->add_option("--model", options->model, "Model directory")->required();
   cmd->add_option("--tp", options->tp, "TP degrees, e.g. 1,2")->delimiter(',')->capture_default_str();
   cmd->add_option("--batch", options->batch, "Batch sizes, e.g. 1,8,32")->delimiter(',')->capture_default_str();
-  cmd->add_option("--prompt-tokens", options->prompt_tokens, "Context before decoding")->capture_default_str();
+  cmd->add_option("--context", options->context, "Context lengths (tokens in the KV cache), e.g. 32,512,2048")
+      ->delimiter(',')->capture_default_str();
   cmd->add_option("--steps", options->decode_steps, "Decode steps per point (median reported)")->capture_default_str();
   cmd->add_option("--threads", options->threads, "Compute threads in all (0: every core)")->capture_default_str();
   cmd->add_flag("--json", options->json, "Print one JSON object (schema: docs/API.md)");
