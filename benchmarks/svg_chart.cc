@@ -106,6 +106,20 @@ std::string LegendEntry(int index, const std::string& label, const std::string& 
   return out + text;
 }
 
+// Horizontal grid lines with their labels, for the y axis of either chart kind.
+std::string YGrid(const Axis& ay) {
+  const double x0 = kLeft, x1 = kWidth - kRight, y0 = kHeight - kBottom, y1 = kTop;
+  std::string svg;
+  char text[512];
+  for (double t : ay.Ticks()) {
+    const double y = ay.Map(t, y0, y1);
+    std::snprintf(text, sizeof(text), "<line x1=\"%g\" y1=\"%g\" x2=\"%g\" y2=\"%g\" stroke=\"#ddd\"/><text x=\"%g\" y=\"%g\" text-anchor=\"end\">%s</text>\n",
+                  x0, y, x1, y, x0 - 6, y + 4, Number(t).c_str());
+    svg += text;
+  }
+  return svg;
+}
+
 }  // namespace
 
 std::string RenderSvg(const LineChart& chart) {
@@ -126,12 +140,7 @@ std::string RenderSvg(const LineChart& chart) {
                   x, y0, x, y1, x, y0 + 18, Number(t).c_str());
     svg += text;
   }
-  for (double t : ay.Ticks()) {
-    const double y = ay.Map(t, y0, y1);
-    std::snprintf(text, sizeof(text), "<line x1=\"%g\" y1=\"%g\" x2=\"%g\" y2=\"%g\" stroke=\"#ddd\"/><text x=\"%g\" y=\"%g\" text-anchor=\"end\">%s</text>\n",
-                  x0, y, x1, y, x0 - 6, y + 4, Number(t).c_str());
-    svg += text;
-  }
+  svg += YGrid(ay);
   for (size_t i = 0; i < chart.series.size(); ++i) {
     const ChartSeries& s = chart.series[i];
     const std::string color = kColors[i % std::size(kColors)];
@@ -173,12 +182,7 @@ std::string RenderSvg(const StackedBarChart& chart) {
   const double x0 = kLeft, x1 = kWidth - kRight, y0 = kHeight - kBottom, y1 = kTop;
   std::string svg = Frame(chart.title, chart.x_label, chart.y_label);
   char text[512];
-  for (double t : ay.Ticks()) {
-    const double y = ay.Map(t, y0, y1);
-    std::snprintf(text, sizeof(text), "<line x1=\"%g\" y1=\"%g\" x2=\"%g\" y2=\"%g\" stroke=\"#ddd\"/><text x=\"%g\" y=\"%g\" text-anchor=\"end\">%s</text>\n",
-                  x0, y, x1, y, x0 - 6, y + 4, Number(t).c_str());
-    svg += text;
-  }
+  svg += YGrid(ay);
   const double slot = (x1 - x0) / std::max<size_t>(1, chart.categories.size()), bar = slot * 0.6;
   for (size_t c = 0; c < chart.categories.size(); ++c) {
     const double x = x0 + slot * c + (slot - bar) / 2;
