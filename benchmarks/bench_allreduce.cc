@@ -16,16 +16,14 @@
 #include <thread>
 #include <vector>
 
+#include "common/median.h"
 #include "comm/in_process_communicator.h"
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using tpserve::Median;
 
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
+using Clock = std::chrono::steady_clock;
 
 int ItersFor(size_t bytes, int iters) {
   return static_cast<int>(std::max<size_t>(5, std::min<size_t>(iters, (size_t{256} << 20) / std::max<size_t>(bytes, 1))));

@@ -17,17 +17,15 @@
 #include <sstream>
 #include <unistd.h>
 
+#include "common/median.h"
 #include "model/tokenizer/regex_splitter.h"
 #include "model/tokenizer/tokenizer.h"
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using tpserve::Median;
 
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
+using Clock = std::chrono::steady_clock;
 
 // Documents of ~64 KB, each paragraphs drawn at random (seeded) from the corpus, until `bytes`.
 std::vector<std::string> BuildDocuments(const std::string& corpus_path, size_t bytes) {

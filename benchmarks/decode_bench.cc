@@ -1,3 +1,4 @@
+#include "common/median.h"
 #include "benchmarks/decode_bench.h"
 
 #include <algorithm>
@@ -12,12 +13,6 @@
 
 namespace tpserve {
 namespace {
-
-double Median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
 
 // Weight bytes a decode step streams on all ranks: every projection and the LM head; of the
 // embedding only the looked-up rows (negligible) unless it doubles as the LM head.

@@ -1,3 +1,4 @@
+#include "common/median.h"
 #include "model/trace_report.h"
 
 #include <algorithm>
@@ -10,12 +11,6 @@ namespace tpserve {
 namespace {
 
 bool IsDecodeOnly(const StepTrace& s) { return s.prefill_tokens == 0 && s.decode_tokens > 0; }
-
-double Median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
 
 std::string Bytes(int64_t b) {
   char text[32];

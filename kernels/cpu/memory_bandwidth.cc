@@ -1,3 +1,4 @@
+#include "common/median.h"
 #include "kernels/cpu/memory_bandwidth.h"
 
 #include <algorithm>
@@ -50,11 +51,6 @@ float Sum(const float* p, size_t n) {
   }
   for (; i < n; ++i) s0 += p[i];
   return s0 + s1 + s2 + s3;
-}
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
 }
 
 }  // namespace
