@@ -320,14 +320,7 @@ int Main(const LoadgenOptions& o) {
                           {"runs", runs}};
     std::printf("%s\n", out.dump().c_str());
   }
-  if (!o.plot.empty()) {
-    Status written = WriteChart(o.plot, RenderSvg(LoadCurveChart(reports, labels)));
-    if (!written.ok()) {
-      spdlog::error("loadgen: --plot {}", written.message());
-      return 1;
-    }
-  }
-  return 0;
+  return WritePlotIfAsked("loadgen", o.plot, [&] { return RenderSvg(LoadCurveChart(reports, labels)); });
 }
 
 }  // namespace

@@ -36,14 +36,7 @@ void AddBenchCommCommand(CLI::App& app, CommandAction* action) {
         return 1;
       }
       std::printf("%s\n", o->json ? CommBenchJson(*report).c_str() : FormatCommBench(*report, *o).c_str());
-      if (!o->plot.empty()) {
-        Status written = WriteChart(o->plot, RenderSvg(CommLatencyChart(*report)));
-        if (!written.ok()) {
-          spdlog::error("bench-comm: --plot {}", written.message());
-          return 1;
-        }
-      }
-      return 0;
+      return WritePlotIfAsked("bench-comm", o->plot, [&] { return RenderSvg(CommLatencyChart(*report)); });
     };
   });
 }

@@ -31,14 +31,8 @@ void AddBenchDecodeCommand(CLI::App& app, CommandAction* action) {
         return 1;
       }
       std::printf("%s\n", options->json ? DecodeBenchJson(*report).c_str() : FormatDecodeBench(*report).c_str());
-      if (!options->plot.empty()) {
-        Status written = WriteChart(options->plot, RenderSvg(DecodeBreakdownChart(*report)));
-        if (!written.ok()) {
-          spdlog::error("bench-decode: --plot {}", written.message());
-          return 1;
-        }
-      }
-      return 0;
+      return WritePlotIfAsked("bench-decode", options->plot,
+                              [&] { return RenderSvg(DecodeBreakdownChart(*report)); });
     };
   });
 }

@@ -27,6 +27,11 @@ struct EngineOptions;
 // --tp, --threads, --block-size, --kv-cache-mb
 void AddEngineFlags(CLI::App* cmd, EngineOptions* engine);
 
+// --plot FILE for the benchmark commands: renders and writes the chart when FILE is given.
+// Returns the exit code (1 after logging "<command>: --plot ..." when writing fails).
+int WritePlotIfAsked(const std::string& command, const std::string& path,
+                     const std::function<std::string()>& render_svg);
+
 // TPSERVE_ASSETS, or the folder scripts/fetch_assets.sh fills in the source tree.
 std::string DefaultAssetsDir();
 
