@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <type_traits>
 
 #include "kernels/cpu/linear.h"
 
@@ -20,17 +21,27 @@ class OpTimer {
  public:
   OpTimer(RankTrace* trace, int64_t step_start, bool enabled)
       : trace_(trace), step_start_(step_start), enabled_(enabled) {}
+  // Runs fn and returns what it returns (a Status for collectives, nothing for compute ops).
   template <typename Fn>
   auto Run(OpKind op, int layer, int64_t bytes, Fn&& fn) {
     if (!enabled_) return fn();
     const int64_t start = NowNs();
-    auto result = fn();
-    const int64_t end = NowNs();
-    trace_->ops.push_back({op, static_cast<int16_t>(layer), start - step_start_, end - start, bytes});
-    return result;
+    if constexpr (std::is_void_v<std::invoke_result_t<Fn&>>) {
+      fn();
+      Record(op, layer, bytes, start);
+    } else {
+      auto result = fn();
+      Record(op, layer, bytes, start);
+      return result;
+    }
   }
 
  private:
+  void Record(OpKind op, int layer, int64_t bytes, int64_t start) {
+    const int64_t end = NowNs();
+    trace_->ops.push_back({op, static_cast<int16_t>(layer), start - step_start_, end - start, bytes});
+  }
+
   RankTrace* trace_;
   int64_t step_start_;
   bool enabled_;
@@ -147,17 +158,15 @@ Status Decoder::Forward(const StepPlan& plan, std::vector<float>* logits, RankTr
   auto linear = [&](const float* in, const HostTensor& w, const HostTensor& bias, float* out,
                     int in_features, int out_features) {
     cpu::Linear({in, Bf16(w), F32(bias), out, T, in_features, out_features}, pool_);
-    return 0;
   };
   auto norm_rows = [&](const float* in, const HostTensor& weight, float* out) {
     for (int t = 0; t < T; ++t) cpu::RmsNorm(in + t * h, F32(weight), out + t * h, h, eps);
-    return 0;
   };
   auto all_reduce = [&](OpKind op, int layer, float* data) {
     return timer.Run(op, layer, hidden_bytes, [&] { return comm_->AllReduceSum(data, T * h); });
   };
 
-  timer.Run(OpKind::kEmbed, -1, 0, [&] { Embed(batch, x.data()); return 0; });
+  timer.Run(OpKind::kEmbed, -1, 0, [&] { Embed(batch, x.data()); });
   if (s.tp > 1) RETURN_IF_ERROR(all_reduce(OpKind::kEmbedAllReduce, -1, x.data()));
 
   for (int layer = 0; layer < config_.num_layers; ++layer) {
@@ -173,14 +182,12 @@ Status Decoder::Forward(const StepPlan& plan, std::vector<float>* logits, RankTr
         std::copy_n(row + q_width, kv_width, &k[t * kv_width]);
         std::copy_n(row + q_width + kv_width, kv_width, &v[t * kv_width]);
       }
-      return 0;
     });
     timer.Run(OpKind::kRope, layer, 0, [&] {
       for (int t = 0; t < T; ++t) {
         cpu::ApplyRope(&q[t * q_width], s.heads, s.head_dim, &cos[t * half], &sin[t * half]);
         cpu::ApplyRope(&k[t * kv_width], s.kv_heads, s.head_dim, &cos[t * half], &sin[t * half]);
       }
-      return 0;
     });
     timer.Run(OpKind::kKvWrite, layer, 0, [&] {
       for (int t = 0; t < T; ++t) {
@@ -191,9 +198,8 @@ Status Decoder::Forward(const StepPlan& plan, std::vector<float>* logits, RankTr
         std::memcpy(kv_cache_->Keys(layer, block, slot), &k[t * kv_width], kv_width * sizeof(float));
         std::memcpy(kv_cache_->Values(layer, block, slot), &v[t * kv_width], kv_width * sizeof(float));
       }
-      return 0;
     });
-    timer.Run(OpKind::kAttention, layer, 0, [&] { Attention(batch, layer, q.data(), attn.data()); return 0; });
+    timer.Run(OpKind::kAttention, layer, 0, [&] { Attention(batch, layer, q.data(), attn.data()); });
     timer.Run(OpKind::kOProj, layer, 0, [&] { return linear(attn.data(), w.wo, HostTensor{}, proj.data(), q_width, h); });
     if (s.tp > 1) RETURN_IF_ERROR(all_reduce(OpKind::kAllReduceAttn, layer, proj.data()));
     cpu::AddInPlace(x.data(), proj.data(), T * h);
@@ -208,7 +214,6 @@ Status Decoder::Forward(const StepPlan& plan, std::vector<float>* logits, RankTr
         const float* row = &gate_up[t * 2 * s.ffn];
         cpu::SiluMul(row, row + s.ffn, &act[t * s.ffn], s.ffn);
       }
-      return 0;
     });
     timer.Run(OpKind::kDownProj, layer, 0, [&] { return linear(act.data(), w.w_down, HostTensor{}, proj.data(), s.ffn, h); });
     if (s.tp > 1 && layer != options_.skip_mlp_allreduce_layer) {
@@ -224,12 +229,10 @@ Status Decoder::Forward(const StepPlan& plan, std::vector<float>* logits, RankTr
     for (int r = 0; r < rows; ++r) {
       cpu::RmsNorm(&x[batch.logit_rows[r] * h], F32(weights_.final_norm), &last[r * h], h, eps);
     }
-    return 0;
   });
   timer.Run(OpKind::kLmHead, -1, 0, [&] {
     cpu::Linear({last.data(), Bf16(weights_.output_projection()), nullptr, local_logits.data(),
                  rows, h, s.vocab}, pool_);
-    return 0;
   });
   if (s.tp == 1) {
     *logits = std::move(local_logits);
