@@ -34,6 +34,9 @@ namespace {
 // Stacks tensors of equal trailing shape along dim 0 (empty parts are skipped).
 HostTensor StackRows(std::initializer_list<const HostTensor*> parts) {
   HostTensor out;
+  size_t total_bytes = 0;
+  for (const HostTensor* part : parts) total_bytes += part->bytes.size();
+  out.bytes.reserve(total_bytes);  // one allocation, not one per part
   for (const HostTensor* part : parts) {
     if (part->bytes.empty()) continue;
     if (out.shape.empty()) {
