@@ -122,20 +122,11 @@ Result<std::vector<GenerationOutput>> Generator::Run(const std::vector<Generatio
       if (!plan.sequences[k].want_logits) continue;
       std::span<const float> logits(result->logits.data() + static_cast<size_t>(row++) * vocab, vocab);
       GenerationOutput& out = outputs[planned[k]];
-      std::vector<int32_t> banned;
-      const bool may_stop = static_cast<int>(out.tokens.size()) >= r.sampling.min_tokens;
-      if (!may_stop) {
-        banned.assign(r.sampling.stop_token_ids.begin(), r.sampling.stop_token_ids.end());
-        if (!r.sampling.ignore_eos) banned.insert(banned.end(), eos.begin(), eos.end());
-      }
+      const std::vector<int32_t> banned =
+          BannedTokens(r.sampling, eos, static_cast<int>(out.tokens.size()));
       out.tokens.push_back(s.sampler.Sample(logits, r.sampling, banned));
       if (on_token) on_token(planned[k], out.tokens.back());
-      const int32_t id = out.tokens.back().id;
-      const bool is_stop =
-          std::find(r.sampling.stop_token_ids.begin(), r.sampling.stop_token_ids.end(), id) !=
-              r.sampling.stop_token_ids.end() ||
-          (!r.sampling.ignore_eos && std::find(eos.begin(), eos.end(), id) != eos.end());
-      if (is_stop) {
+      if (IsStopToken(r.sampling, eos, out.tokens.back().id)) {
         out.finish_reason = "stop";
       } else if (static_cast<int>(out.tokens.size()) == r.max_tokens) {
         out.finish_reason = "length";

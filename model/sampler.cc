@@ -6,6 +6,21 @@
 
 namespace tpserve {
 
+std::vector<int32_t> BannedTokens(const SamplingParams& params, std::span<const int> eos_ids,
+                                  int generated) {
+  std::vector<int32_t> banned;
+  if (generated >= params.min_tokens) return banned;
+  banned = params.stop_token_ids;
+  if (!params.ignore_eos) banned.insert(banned.end(), eos_ids.begin(), eos_ids.end());
+  return banned;
+}
+
+bool IsStopToken(const SamplingParams& params, std::span<const int> eos_ids, int32_t id) {
+  const auto& stops = params.stop_token_ids;
+  return std::find(stops.begin(), stops.end(), id) != stops.end() ||
+         (!params.ignore_eos && std::find(eos_ids.begin(), eos_ids.end(), id) != eos_ids.end());
+}
+
 double Sampler::Uniform() {
   uint64_t z = (state_ += 0x9e3779b97f4a7c15ull);
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;

@@ -31,6 +31,14 @@ struct SampledToken {
   std::vector<TokenLogprob> top;    // the `logprobs` most likely tokens, most likely first
 };
 
+// Ids that may not be sampled yet: the stop ids and, unless ignore_eos, the eos ids, while fewer
+// than min_tokens tokens have been generated (empty otherwise).
+std::vector<int32_t> BannedTokens(const SamplingParams& params, std::span<const int> eos_ids,
+                                  int generated);
+
+// Whether sampling `id` ends the sequence: a stop id, or an eos id unless ignore_eos.
+bool IsStopToken(const SamplingParams& params, std::span<const int> eos_ids, int32_t id);
+
 class Sampler {
  public:
   explicit Sampler(uint64_t seed) : state_(seed) {}

@@ -57,7 +57,7 @@ struct EngineLoop::Request {
   std::vector<SampledToken> pending_tokens;
   int completion_tokens = 0;
   RequestTiming timing;
-  Clock::time_point arrived, first_scheduled, first_token, last_token;
+  Clock::time_point arrived, first_token, last_token;
   bool scheduled = false;
 };
 
@@ -178,7 +178,7 @@ void EngineLoop::Admit(std::vector<std::unique_ptr<Request>> arrivals) {
     sequence->id = r->id;
     sequence->tokens = r->request.prompt;
     sequence->prompt_length = r->request.prompt.size();
-      scheduler_.Add(std::move(sequence));
+    scheduler_.Add(std::move(sequence));
     requests_.emplace(r->id, std::move(r));
   }
 }
@@ -198,7 +198,6 @@ void EngineLoop::Step() {
     Request& r = *requests_.at(s->id);
     if (!r.scheduled) {
       r.scheduled = true;
-      r.first_scheduled = now;
       r.timing.queue_s = Seconds(r.arrived, now);
       metrics_->request_queue_time.Observe(r.timing.queue_s);
     }
@@ -239,14 +238,9 @@ void EngineLoop::Step() {
     s.computed += p.tokens.size();
     if (!p.want_logits) continue;
     std::span<const float> logits(result->logits.data() + static_cast<size_t>(row++) * vocab, vocab);
-    std::vector<int32_t> banned;
     const SamplingParams& sampling = r.request.sampling;
-    if (r.completion_tokens < sampling.min_tokens) {
-      banned = sampling.stop_token_ids;
-      if (!sampling.ignore_eos) {
-        banned.insert(banned.end(), engine_->config().eos_token_ids.begin(), engine_->config().eos_token_ids.end());
-      }
-    }
+    const std::vector<int32_t> banned =
+        BannedTokens(sampling, engine_->config().eos_token_ids, r.completion_tokens);
     const SampledToken token = r.sampler.Sample(logits, sampling, banned);
     s.tokens.push_back(token.id);
     ProcessToken(r, token);
@@ -264,12 +258,7 @@ void EngineLoop::ProcessToken(Request& r, const SampledToken& token) {
   }
   r.last_token = now;
   ++r.completion_tokens;
-  const SamplingParams& sampling = r.request.sampling;
-  const std::vector<int>& eos = engine_->config().eos_token_ids;
-  const bool stop_token =
-      std::find(sampling.stop_token_ids.begin(), sampling.stop_token_ids.end(), token.id) !=
-          sampling.stop_token_ids.end() ||
-      (!sampling.ignore_eos && std::find(eos.begin(), eos.end(), token.id) != eos.end());
+  const bool stop_token = IsStopToken(r.request.sampling, engine_->config().eos_token_ids, token.id);
 
   auto piece = r.decoder->Push(token.id);
   r.held_text += piece.ok() ? *piece : std::string();

@@ -85,5 +85,19 @@ TEST(Sampler, LogprobsAreLogSoftmaxOfRawLogits) {
   EXPECT_NEAR(token.top[2].logprob, std::log(p[6]), 1e-5);
 }
 
+TEST(Sampler, StopAndEosTokensAreBannedUntilMinTokens) {
+  const std::vector<int> eos = {2, 3};
+  SamplingParams params{.min_tokens = 4, .stop_token_ids = {9}};
+  EXPECT_EQ(BannedTokens(params, eos, 3), (std::vector<int32_t>{9, 2, 3}));
+  EXPECT_TRUE(BannedTokens(params, eos, 4).empty());
+  params.ignore_eos = true;
+  EXPECT_EQ(BannedTokens(params, eos, 0), (std::vector<int32_t>{9}));
+  EXPECT_TRUE(IsStopToken(params, eos, 9));
+  EXPECT_FALSE(IsStopToken(params, eos, 2));  // eos ignored
+  params.ignore_eos = false;
+  EXPECT_TRUE(IsStopToken(params, eos, 3));
+  EXPECT_FALSE(IsStopToken(params, eos, 5));
+}
+
 }  // namespace
 }  // namespace tpserve
