@@ -22,9 +22,16 @@ double StreamedWeightBytes(const ModelConfig& c) {
   return 2.0 * (per_layer * c.num_layers + static_cast<double>(c.vocab_size) * h);
 }
 
-Result<DecodeBenchRow> MeasureOne(const ModelDirectory& model, const DecodeBenchOptions& o, int tp,
-                                  int batch, int context, int threads, bool per_op_trace = true) {
-  EngineOptions engine_options{.tp = tp, .threads = threads, .block_size = 16, .trace = per_op_trace};
+struct Point {
+  cpu::LinearKernel kernel;
+  int tp, batch, context;
+};
+
+Result<DecodeBenchRow> MeasureOne(const ModelDirectory& model, const DecodeBenchOptions& o, Point point,
+                                  int threads, bool per_op_trace = true) {
+  const auto [kernel, tp, batch, context] = point;
+  EngineOptions engine_options{.tp = tp, .threads = threads, .block_size = 16, .trace = per_op_trace,
+                               .linear_kernel = kernel};
   const int positions = context + o.decode_steps + 1;
   const size_t kv_bytes = static_cast<size_t>(batch) * positions * 2 * model.config.num_layers *
                           model.config.kv_size() * sizeof(float) * std::max(1, tp / model.config.num_kv_heads);
@@ -63,6 +70,7 @@ Result<DecodeBenchRow> MeasureOne(const ModelDirectory& model, const DecodeBench
     }
   }
   DecodeBenchRow row;
+  row.kernel = kernel;
   row.tp = tp;
   row.batch = batch;
   row.context = context;
@@ -90,11 +98,13 @@ Result<DecodeBenchReport> RunDecodeBench(const DecodeBenchOptions& o) {
     const size_t bytes = std::max<size_t>(size_t{1} << 30, static_cast<size_t>(2 * StreamedWeightBytes(model.config)));
     report.read_gb_per_s = cpu::MeasureMemoryBandwidth(bytes, 5, &pool).read_gb_per_s;
   }
+  for (cpu::LinearKernel kernel : o.kernels) {
   for (int tp : o.tp) {
     for (int batch : o.batch) {
       for (int context : o.context) {
         if (context < 1) return InvalidArgument("--context values must be at least 1");
-        ASSIGN_OR_RETURN(DecodeBenchRow row, MeasureOne(model, o, tp, batch, context, report.threads));
+        const Point point{kernel, tp, batch, context};
+        ASSIGN_OR_RETURN(DecodeBenchRow row, MeasureOne(model, o, point, report.threads));
         row.ceiling_tokens_per_s = batch * report.read_gb_per_s * 1e9 / row.weight_bytes;
         row.fraction_of_ceiling = row.tokens_per_s / row.ceiling_tokens_per_s;
         if (o.trace_overhead && report.rows.empty()) {
@@ -102,10 +112,10 @@ Result<DecodeBenchReport> RunDecodeBench(const DecodeBenchOptions& o) {
           // up on both sides; medians of the per-run medians.
           std::vector<double> traced = {row.step_ms}, untraced;
           for (int repeat = 0; repeat < 3; ++repeat) {
-            ASSIGN_OR_RETURN(DecodeBenchRow off, MeasureOne(model, o, tp, batch, context, report.threads, false));
+            ASSIGN_OR_RETURN(DecodeBenchRow off, MeasureOne(model, o, point, report.threads, false));
             untraced.push_back(off.step_ms);
             if (repeat < 2) {
-              ASSIGN_OR_RETURN(DecodeBenchRow on, MeasureOne(model, o, tp, batch, context, report.threads));
+              ASSIGN_OR_RETURN(DecodeBenchRow on, MeasureOne(model, o, point, report.threads));
               traced.push_back(on.step_ms);
             }
           }
@@ -113,6 +123,15 @@ Result<DecodeBenchReport> RunDecodeBench(const DecodeBenchOptions& o) {
           report.trace_overhead = Median(traced) / report.untraced_step_ms - 1;
         }
         report.rows.push_back(row);
+      }
+    }
+  }
+  }
+  for (DecodeBenchRow& row : report.rows) {
+    for (const DecodeBenchRow& single : report.rows) {
+      if (single.batch == 1 && single.kernel == row.kernel && single.tp == row.tp &&
+          single.context == row.context) {
+        row.vs_batch1 = row.tokens_per_s / single.tokens_per_s;
       }
     }
   }
@@ -132,11 +151,12 @@ std::string FormatDecodeBench(const DecodeBenchReport& r) {
                   100 * r.trace_overhead, r.untraced_step_ms);
     out += line;
   }
-  out += "  tp batch context   tok/s  ceiling  of-ceil  step_ms  compute   comm   host  comm%  AR_bytes  AR_us\n";
+  out += "  kernel tp batch context   tok/s  vs_b1  ceiling  of-ceil  step_ms  compute   comm   host  comm%  AR_bytes  AR_us\n";
   for (const auto& row : r.rows) {
     std::snprintf(line, sizeof(line),
-                  "  %2d %5d %7d %7.1f %8.1f %7.0f%% %8.2f %8.2f %6.2f %6.2f %5.1f%% %9.0f %6.1f\n",
-                  row.tp, row.batch, row.context, row.tokens_per_s, row.ceiling_tokens_per_s,
+                  "  %6s %2d %5d %7d %7.1f %5.2fx %8.1f %7.0f%% %8.2f %8.2f %6.2f %6.2f %5.1f%% %9.0f %6.1f\n",
+                  cpu::LinearKernelName(row.kernel), row.tp, row.batch, row.context, row.tokens_per_s,
+                  row.vs_batch1, row.ceiling_tokens_per_s,
                   100 * row.fraction_of_ceiling, row.step_ms, row.compute_ms, row.comm_ms,
                   row.host_ms, 100 * row.comm_share, row.allreduce_bytes, row.allreduce_us);
     out += line;
@@ -153,6 +173,7 @@ StackedBarChart DecodeBreakdownChart(const DecodeBenchReport& r) {
   for (const auto& row : r.rows) {
     std::string label = "tp" + std::to_string(row.tp) + " b" + std::to_string(row.batch);
     if (r.rows.size() > 1 && r.rows.front().context != r.rows.back().context) label += " c" + std::to_string(row.context);
+    if (r.rows.front().kernel != r.rows.back().kernel) label = std::string(cpu::LinearKernelName(row.kernel)) + " " + label;
     chart.categories.push_back(label);
     chart.values.push_back({row.compute_ms, row.comm_ms, row.host_ms});
   }
@@ -164,7 +185,7 @@ std::string DecodeBenchJson(const DecodeBenchReport& r) {
                         {"untraced_step_ms", r.untraced_step_ms}, {"trace_overhead", r.trace_overhead},
                         {"rows", nlohmann::json::array()}};
   for (const auto& row : r.rows) {
-    out["rows"].push_back({{"tp", row.tp}, {"batch", row.batch}, {"context", row.context}, {"step_ms", row.step_ms},
+    out["rows"].push_back({{"kernel", cpu::LinearKernelName(row.kernel)}, {"vs_batch1", row.vs_batch1}, {"tp", row.tp}, {"batch", row.batch}, {"context", row.context}, {"step_ms", row.step_ms},
                            {"tokens_per_s", row.tokens_per_s}, {"compute_ms", row.compute_ms},
                            {"comm_ms", row.comm_ms}, {"host_ms", row.host_ms},
                            {"comm_share", row.comm_share}, {"allreduce_bytes", row.allreduce_bytes},

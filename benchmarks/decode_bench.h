@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "kernels/cpu/linear.h"
+
 #include "benchmarks/svg_chart.h"
 #include "common/status.h"
 
@@ -18,12 +20,14 @@ struct DecodeBenchOptions {
   std::vector<int> context = {32};  // tokens already in the KV cache when decoding starts
   int decode_steps = 32;
   int threads = 0;  // 0: every core
+  std::vector<cpu::LinearKernel> kernels = {cpu::BestLinearKernel()};  // compared in one run
   bool json = false;
   std::string plot;            // --plot FILE.svg|png
   bool trace_overhead = true;  // also time the first point with per-op tracing off
 };
 
 struct DecodeBenchRow {
+  cpu::LinearKernel kernel = cpu::LinearKernel::kAvx512;
   int tp = 0;
   int batch = 0;
   int context = 0;               // tokens in each sequence's KV cache before the timed steps
@@ -38,6 +42,7 @@ struct DecodeBenchRow {
   double weight_bytes = 0;       // read per step, all ranks
   double ceiling_tokens_per_s = 0;  // batch * bandwidth / weight_bytes
   double fraction_of_ceiling = 0;
+  double vs_batch1 = 0;  // tokens/s over the batch-1 row of the same kernel, tp and context (0: none)
 };
 
 struct DecodeBenchReport {

@@ -89,6 +89,9 @@ Decoder::Decoder(const ModelConfig& config, RankWeights weights, RankKvCache* kv
 void Decoder::Embed(const Batch& batch, float* x) {
   const RankShape& s = weights_.shape;
   const int h = config_.hidden_size;
+  // A tied embedding is arranged for the LM head's kernel; an untied one stays row-major.
+  const cpu::WeightLayout embed_layout =
+      weights_.lm_head.bytes.empty() ? weights_.layout(h) : cpu::WeightLayout::kRowMajor;
   for (size_t t = 0; t < batch.ids.size(); ++t) {
     const int local = batch.ids[t] - s.vocab_begin;
     float* row = x + t * h;
@@ -96,8 +99,7 @@ void Decoder::Embed(const Batch& batch, float* x) {
       std::fill(row, row + h, 0.0f);  // another rank owns this id; the AllReduce brings it
       continue;
     }
-    ConvertElements(Bf16(weights_.embed) + static_cast<size_t>(local) * h, DType::kBF16, row,
-                    DType::kF32, h);
+    cpu::ReadWeightRow(Bf16(weights_.embed), s.vocab, h, embed_layout, local, row);
   }
 }
 
@@ -157,7 +159,9 @@ Status Decoder::Forward(const StepPlan& plan, std::vector<float>* logits, RankTr
   }
   auto linear = [&](const float* in, const HostTensor& w, const HostTensor& bias, float* out,
                     int in_features, int out_features) {
-    cpu::Linear({in, Bf16(w), F32(bias), out, T, in_features, out_features}, pool_);
+    cpu::Linear({in, Bf16(w), F32(bias), out, T, in_features, out_features,
+                 weights_.layout(in_features)},
+                pool_, weights_.kernel);
   };
   auto norm_rows = [&](const float* in, const HostTensor& weight, float* out) {
     for (int t = 0; t < T; ++t) cpu::RmsNorm(in + t * h, F32(weight), out + t * h, h, eps);
@@ -232,7 +236,8 @@ Status Decoder::Forward(const StepPlan& plan, std::vector<float>* logits, RankTr
   });
   timer.Run(OpKind::kLmHead, -1, 0, [&] {
     cpu::Linear({last.data(), Bf16(weights_.output_projection()), nullptr, local_logits.data(),
-                 rows, h, s.vocab}, pool_);
+                 rows, h, s.vocab, weights_.layout(h)},
+                pool_, weights_.kernel);
   });
   if (s.tp == 1) {
     *logits = std::move(local_logits);

@@ -30,6 +30,10 @@ Result<std::unique_ptr<Engine>> Engine::Create(const ModelDirectory& model,
   RETURN_IF_ERROR(CheckTensorParallel(c, options.tp));
   if (options.block_size < 1) return InvalidArgument("--block-size must be at least 1");
   if (options.kv_cache_mb < 1) return InvalidArgument("--kv-cache-mb must be at least 1");
+  if (!cpu::LinearKernelAvailable(options.linear_kernel)) {
+    return InvalidArgument(std::string("--linear-kernel ") + cpu::LinearKernelName(options.linear_kernel) +
+                           " does not run on this CPU");
+  }
   std::unique_ptr<Engine> engine(new Engine(c, options));
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   const int threads = options.threads > 0 ? options.threads : cores;
@@ -52,6 +56,7 @@ Result<std::unique_ptr<Engine>> Engine::Create(const ModelDirectory& model,
   for (int r = 0; r < options.tp; ++r) {
     auto rank = std::make_unique<Rank>();
     ASSIGN_OR_RETURN(RankWeights weights, LoadRankWeights(model.checkpoint, c, r, options.tp));
+    ArrangeProjections(options.linear_kernel, &weights);
     engine->weight_bytes_per_rank_ = weights.Bytes();
     rank->comm = std::move(comms[r]);
     rank->pool = std::make_unique<cpu::ThreadPool>(engine->threads_per_rank_);

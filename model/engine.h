@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "kernels/cpu/linear.h"
 #include "model/kv_cache.h"
 #include "model/model_directory.h"
 #include "model/step_plan.h"
@@ -23,6 +24,7 @@ struct EngineOptions {
   int kv_cache_mb = 256;   // KV cache size in MiB, all ranks together
   int kv_cache_blocks = 0; // exact number of KV blocks (overrides kv_cache_mb when > 0)
   bool trace = true;       // per-op timing in every step's trace
+  cpu::LinearKernel linear_kernel = cpu::BestLinearKernel();  // one kernel for every step
   int skip_mlp_allreduce_layer = -1;  // fault injection for tests
   int64_t fail_at_step = -1;          // fault injection for tests: every rank fails step N
 };

@@ -105,4 +105,20 @@ Result<RankWeights> LoadRankWeights(const Checkpoint& checkpoint, const ModelCon
   return w;
 }
 
+void ArrangeProjections(cpu::LinearKernel kernel, RankWeights* weights) {
+  auto arrange = [&](HostTensor& matrix) {  // [out, in] bf16
+    if (matrix.bytes.empty()) return;
+    const int out = static_cast<int>(matrix.shape[0]), in = static_cast<int>(matrix.shape[1]);
+    cpu::ArrangeWeights(matrix.view<uint16_t>().data(), out, in, cpu::PreferredLayout(kernel, in));
+  };
+  for (LayerWeights& layer : weights->layers) {
+    arrange(layer.wqkv);
+    arrange(layer.wo);
+    arrange(layer.w_gate_up);
+    arrange(layer.w_down);
+  }
+  arrange(weights->lm_head.bytes.empty() ? weights->embed : weights->lm_head);
+  weights->kernel = kernel;
+}
+
 }  // namespace tpserve

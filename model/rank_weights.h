@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "kernels/cpu/linear.h"
 #include "model/checkpoint.h"
 #include "model/host_tensor.h"
 #include "model/model_config.h"
@@ -47,11 +48,20 @@ struct RankWeights {
   HostTensor final_norm;  // [hidden] f32
   HostTensor lm_head;     // [vocab_local, hidden] bf16; empty when tied to `embed`
 
+  // The Linear kernel the projections are arranged for (ArrangeProjections); row-major until then.
+  cpu::LinearKernel kernel = cpu::LinearKernel::kAvx512;
+
   const HostTensor& output_projection() const { return lm_head.bytes.empty() ? embed : lm_head; }
+  // The layout of a projection with `in` columns (the embedding shares the LM head's when tied).
+  cpu::WeightLayout layout(int in) const { return cpu::PreferredLayout(kernel, in); }
   size_t Bytes() const;
 };
 
 Result<RankWeights> LoadRankWeights(const Checkpoint& checkpoint, const ModelConfig& config,
                                     int rank, int tp);
+
+// Rearranges every projection (and a tied embedding with its LM head) in place into the layout
+// `kernel` reads fastest, once at load.
+void ArrangeProjections(cpu::LinearKernel kernel, RankWeights* weights);
 
 }  // namespace tpserve

@@ -2,8 +2,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <string>
 
+#include "common/dtype.h"
+#include "kernels/cpu/linear_amx.h"
 #include "kernels/cpu/thread_pool.h"
 
 #if defined(__x86_64__)
@@ -98,62 +103,163 @@ struct DotTable {
   DotFn fn[kTokenTile + 1] = {};
 };
 
-DotTable MakeTable() {
-  DotTable table;
+bool HasAvx512() {
 #if defined(__x86_64__)
-  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-      __builtin_cpu_supports("avx512vl")) {
-    table.fn[1] = DotRowAvx512<1>;
-    table.fn[2] = DotRowAvx512<2>;
-    table.fn[3] = DotRowAvx512<3>;
-    table.fn[4] = DotRowAvx512<4>;
-    return table;
-  }
-#endif
-  table.fn[1] = DotRowPortable<1>;
-  table.fn[2] = DotRowPortable<2>;
-  table.fn[3] = DotRowPortable<3>;
-  table.fn[4] = DotRowPortable<4>;
-  return table;
-}
-
-const DotTable& Table() {
-  static const DotTable table = MakeTable();
-  return table;
-}
-
-}  // namespace
-
-bool LinearUsesAvx512() {
-#if defined(__x86_64__)
-  return Table().fn[1] == DotRowAvx512<1>;
+  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+         __builtin_cpu_supports("avx512vl");
 #else
   return false;
 #endif
 }
 
-void Linear(const LinearArgs& a, ThreadPool* pool) {
-  const DotTable& table = Table();
-  // Blocks of weight rows stay in cache while every token tile passes over them, so a batch
-  // streams the weights from memory once.
+const DotTable& Table(bool avx512) {
+#if defined(__x86_64__)
+  static const DotTable kAvx512 = {
+      {nullptr, DotRowAvx512<1>, DotRowAvx512<2>, DotRowAvx512<3>, DotRowAvx512<4>}};
+  if (avx512) return kAvx512;
+#endif
+  static const DotTable kPortable = {
+      {nullptr, DotRowPortable<1>, DotRowPortable<2>, DotRowPortable<3>, DotRowPortable<4>}};
+  return kPortable;
+}
+
+// Output rows [row_begin, row_end), one weight row at a time: blocks of weight rows stay in cache
+// while every token tile passes over them, so a batch streams the weights from memory once.
+void DotRows(const LinearArgs& a, const DotTable& table, size_t row_begin, size_t row_end) {
   constexpr size_t kRowBlock = 32;
-  auto rows = [&](size_t row_begin, size_t row_end) {
-    for (size_t block = row_begin; block < row_end; block += kRowBlock) {
-      const size_t block_end = std::min(row_end, block + kRowBlock);
-      for (int t0 = 0; t0 < a.tokens; t0 += kTokenTile) {
-        const int n = std::min(kTokenTile, a.tokens - t0);
-        const float* x[kTokenTile];
-        for (int t = 0; t < n; ++t) x[t] = a.x + static_cast<size_t>(t0 + t) * a.in;
-        float dots[kTokenTile];
-        for (size_t o = block; o < block_end; ++o) {
-          table.fn[n](a.w + o * a.in, x, a.in, dots);
-          for (int t = 0; t < n; ++t) {
-            a.y[static_cast<size_t>(t0 + t) * a.out + o] = a.bias ? dots[t] + a.bias[o] : dots[t];
-          }
+  for (size_t block = row_begin; block < row_end; block += kRowBlock) {
+    const size_t block_end = std::min(row_end, block + kRowBlock);
+    for (int t0 = 0; t0 < a.tokens; t0 += kTokenTile) {
+      const int n = std::min(kTokenTile, a.tokens - t0);
+      const float* x[kTokenTile];
+      for (int t = 0; t < n; ++t) x[t] = a.x + static_cast<size_t>(t0 + t) * a.in;
+      float dots[kTokenTile];
+      for (size_t o = block; o < block_end; ++o) {
+        table.fn[n](a.w + o * a.in, x, a.in, dots);
+        for (int t = 0; t < n; ++t) {
+          a.y[static_cast<size_t>(t0 + t) * a.out + o] = a.bias ? dots[t] + a.bias[o] : dots[t];
         }
       }
     }
+  }
+}
+
+// The AMX path: activations packed once by the caller, then 16-row tiles split among the pool. A
+// last partial tile (out % 16 rows) goes through the AVX-512 kernel.
+void LinearAmx(const LinearArgs& a, ThreadPool* pool) {
+  // The caller's scratch, read by every pool member (a thread_local named inside `rows` would be
+  // each member's own).
+  thread_local amx::PackedActivations scratch;
+  const amx::PackedActivations& packed = scratch;
+  amx::Pack(a.x, a.tokens, a.in, &scratch);
+  const size_t full_rows = static_cast<size_t>(a.out) / amx::kTileRows * amx::kTileRows;
+  const size_t units = (static_cast<size_t>(a.out) + amx::kTileRows - 1) / amx::kTileRows;
+  auto rows = [&](size_t unit_begin, size_t unit_end) {
+    const size_t begin = unit_begin * amx::kTileRows;
+    const size_t end = std::min(unit_end * amx::kTileRows, static_cast<size_t>(a.out));
+    if (begin < std::min(end, full_rows)) amx::LinearRows(a, packed, begin, std::min(end, full_rows));
+    if (end > full_rows) DotRows(a, Table(true), std::max(begin, full_rows), end);
   };
+  if (pool == nullptr) {
+    rows(0, units);
+  } else {
+    pool->ParallelFor(units, 2, rows);  // 32-row pieces keep pairs of A tiles together
+  }
+}
+
+}  // namespace
+
+const char* LinearKernelName(LinearKernel kernel) {
+  switch (kernel) {
+    case LinearKernel::kAmx:
+      return "amx";
+    case LinearKernel::kAvx512:
+      return "avx512";
+    case LinearKernel::kPortable:
+      return "portable";
+  }
+  return "?";
+}
+
+Result<LinearKernel> ParseLinearKernel(std::string_view name) {
+  for (LinearKernel kernel : {LinearKernel::kAmx, LinearKernel::kAvx512, LinearKernel::kPortable}) {
+    if (name == LinearKernelName(kernel)) {
+      if (!LinearKernelAvailable(kernel)) {
+        return InvalidArgument("linear kernel '" + std::string(name) + "' does not run on this CPU");
+      }
+      return kernel;
+    }
+  }
+  return InvalidArgument("unknown linear kernel '" + std::string(name) +
+                         "' (expected amx, avx512 or portable)");
+}
+
+bool LinearKernelAvailable(LinearKernel kernel) {
+  switch (kernel) {
+    case LinearKernel::kAmx:
+      return HasAvx512() && amx::Available();
+    case LinearKernel::kAvx512:
+      return HasAvx512();
+    case LinearKernel::kPortable:
+      return true;
+  }
+  return false;
+}
+
+LinearKernel BestLinearKernel() {
+  static const LinearKernel best = LinearKernelAvailable(LinearKernel::kAmx)      ? LinearKernel::kAmx
+                                   : LinearKernelAvailable(LinearKernel::kAvx512) ? LinearKernel::kAvx512
+                                                                                   : LinearKernel::kPortable;
+  return best;
+}
+
+WeightLayout PreferredLayout(LinearKernel kernel, int in) {
+  return kernel == LinearKernel::kAmx && in % amx::kChunk == 0 ? WeightLayout::kAmxTiles
+                                                                : WeightLayout::kRowMajor;
+}
+
+void ArrangeWeights(uint16_t* w, int out, int in, WeightLayout layout) {
+  if (layout == WeightLayout::kRowMajor) return;
+  const int chunks = in / amx::kChunk;
+  const size_t block_elements = static_cast<size_t>(amx::kTileRows) * in;
+  std::vector<uint16_t> block(block_elements);
+  for (int row = 0; row + amx::kTileRows <= out; row += amx::kTileRows) {
+    uint16_t* dst = w + static_cast<size_t>(row) * in;
+    std::copy_n(dst, block_elements, block.data());
+    for (int chunk = 0; chunk < chunks; ++chunk) {
+      for (int r = 0; r < amx::kTileRows; ++r) {
+        std::copy_n(&block[static_cast<size_t>(r) * in + chunk * amx::kChunk], amx::kChunk,
+                    dst + (static_cast<size_t>(chunk) * amx::kTileRows + r) * amx::kChunk);
+      }
+    }
+  }
+}
+
+void ReadWeightRow(const uint16_t* w, int out, int in, WeightLayout layout, int row, float* dst) {
+  const int full_rows = out / amx::kTileRows * amx::kTileRows;
+  if (layout == WeightLayout::kRowMajor || row >= full_rows) {
+    ConvertElements(w + static_cast<size_t>(row) * in, DType::kBF16, dst, DType::kF32, in);
+    return;
+  }
+  const uint16_t* block = w + static_cast<size_t>(row / amx::kTileRows) * amx::kTileRows * in;
+  for (int chunk = 0; chunk < in / amx::kChunk; ++chunk) {
+    ConvertElements(block + (static_cast<size_t>(chunk) * amx::kTileRows + row % amx::kTileRows) * amx::kChunk,
+                    DType::kBF16, dst + chunk * amx::kChunk, DType::kF32, amx::kChunk);
+  }
+}
+
+void Linear(const LinearArgs& a, ThreadPool* pool, LinearKernel kernel) {
+  if (a.layout == WeightLayout::kAmxTiles && kernel != LinearKernel::kAmx) {
+    std::fprintf(stderr, "tpserve: Linear: weights arranged in AMX tiles need the amx kernel, not %s\n",
+                 LinearKernelName(kernel));
+    std::abort();
+  }
+  if (kernel == LinearKernel::kAmx && a.in % amx::kChunk == 0) {
+    LinearAmx(a, pool);
+    return;
+  }
+  const DotTable& table = Table(kernel != LinearKernel::kPortable && HasAvx512());
+  auto rows = [&](size_t begin, size_t end) { DotRows(a, table, begin, end); };
   if (pool == nullptr) {
     rows(0, a.out);
   } else {

@@ -8,25 +8,54 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string_view>
+
+#include "common/status.h"
 
 namespace tpserve::cpu {
 
 class ThreadPool;
 
+// How a weight matrix [out, in] is laid out in memory. kAmxTiles (only where in % 32 == 0) stores
+// each full block of 16 rows as in / 32 consecutive 1 KiB tiles of 16 rows × 32 columns, so the AMX
+// kernel streams the weights in memory order; rows past the last full block stay row-major.
+enum class WeightLayout { kRowMajor, kAmxTiles };
+
 struct LinearArgs {
   const float* x = nullptr;       // [tokens, in]
-  const uint16_t* w = nullptr;    // [out, in] bf16
+  const uint16_t* w = nullptr;    // [out, in] bf16, in `layout`
   const float* bias = nullptr;    // [out] or nullptr
   float* y = nullptr;             // [tokens, out]
   int tokens = 0;
   int in = 0;
   int out = 0;
+  WeightLayout layout = WeightLayout::kRowMajor;
 };
 
-void Linear(const LinearArgs& args, ThreadPool* pool);
+// The instruction sets Linear can run on, fastest first. Each is deterministic and batch
+// invariant on its own; they differ from each other in rounding (AMX multiplies the activations
+// as a bf16 hi + lo pair, linear_amx.h), so one engine uses one kernel for every step.
+enum class LinearKernel {
+  kAmx,       // AMX-BF16 tiles where in % 32 == 0 (the other shapes and rows use kAvx512)
+  kAvx512,    // AVX-512 f32 FMA on the bf16 weights widened to f32
+  kPortable,  // plain C++ with the same lane structure
+};
 
-// Whether the AVX-512 kernel runs on this CPU (else a portable kernel with the same lane
-// structure; both are deterministic).
-bool LinearUsesAvx512();
+const char* LinearKernelName(LinearKernel kernel);  // "amx", "avx512", "portable"
+Result<LinearKernel> ParseLinearKernel(std::string_view name);
+bool LinearKernelAvailable(LinearKernel kernel);
+LinearKernel BestLinearKernel();  // the fastest available on this CPU
+
+// kAmxTiles weights need the kAmx kernel.
+void Linear(const LinearArgs& args, ThreadPool* pool, LinearKernel kernel = BestLinearKernel());
+
+// The layout `kernel` reads fastest for a matrix with `in` columns.
+WeightLayout PreferredLayout(LinearKernel kernel, int in);
+
+// Rearranges a row-major w [out, in] into `layout`, in place.
+void ArrangeWeights(uint16_t* w, int out, int in, WeightLayout layout);
+
+// Row `row` of w [out, in] (in `layout`), widened to f32: an embedding lookup in a tied LM head.
+void ReadWeightRow(const uint16_t* w, int out, int in, WeightLayout layout, int row, float* dst);
 
 }  // namespace tpserve::cpu

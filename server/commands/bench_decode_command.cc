@@ -21,6 +21,18 @@ void AddBenchDecodeCommand(CLI::App& app, CommandAction* action) {
       ->delimiter(',')->capture_default_str();
   cmd->add_option("--steps", options->decode_steps, "Decode steps per point (median reported)")->capture_default_str();
   cmd->add_option("--threads", options->threads, "Compute threads in all (0: every core)")->capture_default_str();
+  cmd->add_option_function<std::vector<std::string>>(
+         "--linear-kernel",
+         [options](const std::vector<std::string>& names) {
+           options->kernels.clear();
+           for (const std::string& name : names) {
+             auto kernel = cpu::ParseLinearKernel(name);
+             if (!kernel.ok()) throw CLI::ValidationError("--linear-kernel", kernel.status().message());
+             options->kernels.push_back(*kernel);
+           }
+         },
+         "Linear kernels to compare in one run, e.g. amx,avx512 (default: the fastest on this CPU)")
+      ->delimiter(',');
   cmd->add_flag("--json", options->json, "Print one JSON object (schema: docs/API.md)");
   cmd->add_option("--plot", options->plot, "Write the stacked compute/comm/host chart (FILE.svg or FILE.png)");
   cmd->callback([options, action] {

@@ -127,6 +127,15 @@ void AddEngineFlags(CLI::App* cmd, EngineOptions* engine) {
       ->capture_default_str();
   cmd->add_option("--kv-cache-blocks", engine->kv_cache_blocks,
                   "Exact number of KV blocks (overrides --kv-cache-mb)");
+  cmd->add_option_function<std::string>(
+         "--linear-kernel",
+         [engine](const std::string& name) {
+           auto kernel = cpu::ParseLinearKernel(name);
+           if (!kernel.ok()) throw CLI::ValidationError("--linear-kernel", kernel.status().message());
+           engine->linear_kernel = *kernel;
+         },
+         std::string("CPU kernel of every projection: amx, avx512 or portable (default: ") +
+             cpu::LinearKernelName(engine->linear_kernel) + ", the fastest on this CPU)");
 }
 
 void AddGenerateCommand(CLI::App& app, CommandAction* action) {

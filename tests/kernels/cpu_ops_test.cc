@@ -108,10 +108,12 @@ TEST(RmsNorm, MatchesDefinition) {
   EXPECT_NEAR(y[3], -4 / rms, 1e-6);
 }
 
-class LinearTest : public ::testing::TestWithParam<std::tuple<int, int, int>> {};
+// (kernel, tokens, in, out): every kernel against float64, in the layout the engine gives it.
+class LinearTest : public ::testing::TestWithParam<std::tuple<LinearKernel, int, int, int>> {};
 
 TEST_P(LinearTest, MatchesFloat64AndIsBatchInvariant) {
-  const auto [tokens, in, out] = GetParam();
+  const auto [kernel, tokens, in, out] = GetParam();
+  if (!LinearKernelAvailable(kernel)) GTEST_SKIP() << LinearKernelName(kernel) << " does not run on this CPU";
   std::mt19937 random(tokens * 1000 + in);
   std::normal_distribution<float> normal;
   std::vector<uint16_t> w(static_cast<size_t>(out) * in);
@@ -119,8 +121,11 @@ TEST_P(LinearTest, MatchesFloat64AndIsBatchInvariant) {
   std::vector<float> x(static_cast<size_t>(tokens) * in), bias(out), y(static_cast<size_t>(tokens) * out);
   for (auto& v : x) v = normal(random);
   for (auto& v : bias) v = normal(random);
+  const WeightLayout layout = PreferredLayout(kernel, in);
+  std::vector<uint16_t> arranged = w;
+  ArrangeWeights(arranged.data(), out, in, layout);
   ThreadPool pool(2);
-  Linear({x.data(), w.data(), bias.data(), y.data(), tokens, in, out}, &pool);
+  Linear({x.data(), arranged.data(), bias.data(), y.data(), tokens, in, out, layout}, &pool, kernel);
   for (int t = 0; t < tokens; ++t) {
     for (int o = 0; o < out; ++o) {
       double expected = bias[o];
@@ -129,14 +134,63 @@ TEST_P(LinearTest, MatchesFloat64AndIsBatchInvariant) {
     }
     // The same row alone, without a thread pool: bitwise the same.
     std::vector<float> alone(out);
-    Linear({&x[t * in], w.data(), bias.data(), alone.data(), 1, in, out}, nullptr);
+    Linear({&x[t * in], arranged.data(), bias.data(), alone.data(), 1, in, out, layout}, nullptr, kernel);
     ASSERT_EQ(0, std::memcmp(alone.data(), &y[t * out], out * sizeof(float))) << "token " << t;
+  }
+  if (layout != WeightLayout::kRowMajor) {
+    // The AMX kernel reads row-major weights too (strided tiles): the same arithmetic, bitwise.
+    std::vector<float> row_major(y.size());
+    Linear({x.data(), w.data(), bias.data(), row_major.data(), tokens, in, out}, &pool, kernel);
+    EXPECT_EQ(0, std::memcmp(row_major.data(), y.data(), y.size() * sizeof(float)));
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Shapes, LinearTest,
-                         ::testing::Values(std::make_tuple(1, 64, 16), std::make_tuple(3, 100, 33),
-                                           std::make_tuple(9, 768, 40), std::make_tuple(32, 47, 5)));
+// Shapes: odd sizes (the AVX-512 tails and, for AMX, in % 32 != 0), AMX tails (out % 16 != 0,
+// odd numbers of 16-row tiles and of 8-token groups) and more than 128 tokens (several passes).
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, LinearTest,
+    ::testing::Combine(::testing::Values(LinearKernel::kAmx, LinearKernel::kAvx512, LinearKernel::kPortable),
+                       ::testing::Values(1, 3, 9, 32), ::testing::Values(47, 64, 768),
+                       ::testing::Values(5, 40)),
+    [](const auto& param_info) {
+      return std::string(LinearKernelName(std::get<0>(param_info.param))) + "_t" + std::to_string(std::get<1>(param_info.param)) +
+             "_in" + std::to_string(std::get<2>(param_info.param)) + "_out" + std::to_string(std::get<3>(param_info.param));
+    });
+
+INSTANTIATE_TEST_SUITE_P(LargeShapes, LinearTest,
+                         ::testing::Values(std::make_tuple(LinearKernel::kAmx, 17, 128, 50),
+                                           std::make_tuple(LinearKernel::kAmx, 140, 64, 48),
+                                           std::make_tuple(LinearKernel::kAmx, 8, 2048, 80),
+                                           std::make_tuple(LinearKernel::kAvx512, 140, 64, 48)));
+
+TEST(WeightLayout, AmxTilesKeepEveryRowReadable) {
+  for (const auto& [out, in] : {std::pair{40, 64}, std::pair{16, 32}, std::pair{7, 96}, std::pair{33, 47}}) {
+    std::vector<uint16_t> w(static_cast<size_t>(out) * in);
+    for (size_t i = 0; i < w.size(); ++i) w[i] = F32ToBF16(static_cast<float>(i % 256));  // exact in bf16
+    const WeightLayout layout = in % 32 == 0 ? WeightLayout::kAmxTiles : WeightLayout::kRowMajor;
+    std::vector<uint16_t> arranged = w;
+    ArrangeWeights(arranged.data(), out, in, layout);
+    if (layout == WeightLayout::kAmxTiles && out >= 16 && in >= 64) {
+      // Tile (block 0, chunk 1) starts right after chunk 0's 16 rows × 32: row 0, column 32.
+      EXPECT_EQ(arranged[16 * 32], w[32]) << out << "x" << in;
+      EXPECT_EQ(arranged[1], w[1]);
+      EXPECT_EQ(arranged[32], w[in]);  // row 1, column 0
+    }
+    std::vector<float> row(in);
+    for (int r = 0; r < out; ++r) {
+      ReadWeightRow(arranged.data(), out, in, layout, r, row.data());
+      for (int i = 0; i < in; ++i) ASSERT_EQ(row[i], BF16ToF32(w[static_cast<size_t>(r) * in + i])) << r << "," << i;
+    }
+  }
+}
+
+TEST(LinearKernelNames, ParseAndReject) {
+  EXPECT_TRUE(ParseLinearKernel("portable").ok());
+  auto unknown = ParseLinearKernel("sse2");
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_NE(unknown.status().message().find("'sse2'"), std::string::npos);
+  EXPECT_TRUE(LinearKernelAvailable(BestLinearKernel()));
+}
 
 TEST(ThreadPool, CoversEveryIndexOnce) {
   ThreadPool pool(3);

@@ -78,11 +78,14 @@ TEST(TensorParallel, SkippingOneAllReduceIsCaught) {
 }
 
 // A sequence's logits are bitwise identical whatever else shares its batch.
-class BatchInvariance : public ::testing::TestWithParam<int> {};
+// (tp, kernel): each kernel keeps its own arithmetic fixed whatever the batch; companions' prompts
+// of up to 23 tokens make prefill steps of over 128 tokens (the AMX kernel's second pass).
+class BatchInvariance : public ::testing::TestWithParam<std::tuple<int, cpu::LinearKernel>> {};
 
 TEST_P(BatchInvariance, LogitsDoNotDependOnBatchMates) {
-  const int tp = GetParam();
-  auto engine = MakeEngine(tp);
+  const auto [tp, kernel] = GetParam();
+  if (!cpu::LinearKernelAvailable(kernel)) GTEST_SKIP() << cpu::LinearKernelName(kernel) << " does not run here";
+  auto engine = MakeEngine(tp, -1, 2, kernel);
   const std::vector<int32_t> forced = {400, 500, 600};
   const auto alone = RunForced(*engine, kPrompt, forced);
 
@@ -114,7 +117,7 @@ TEST_P(BatchInvariance, LogitsDoNotDependOnBatchMates) {
       ASSERT_EQ(result->logit_rows, batch);
       const float* row = result->logits.data() + target * 128256;
       EXPECT_EQ(0, std::memcmp(row, alone[step].data(), 128256 * sizeof(float)))
-          << "tp " << tp << " batch " << batch << " step " << step;
+          << cpu::LinearKernelName(kernel) << " tp " << tp << " batch " << batch << " step " << step;
     }
     for (const auto& s : seqs) {
       for (int32_t b : s.block_table) engine->block_pool().Free(b);
@@ -122,7 +125,13 @@ TEST_P(BatchInvariance, LogitsDoNotDependOnBatchMates) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Degrees, BatchInvariance, ::testing::Values(1, 2));
+INSTANTIATE_TEST_SUITE_P(DegreesAndKernels, BatchInvariance,
+                         ::testing::Combine(::testing::Values(1, 2),
+                                            ::testing::Values(cpu::LinearKernel::kAmx, cpu::LinearKernel::kAvx512)),
+                         [](const auto& param_info) {
+                           return "tp" + std::to_string(std::get<0>(param_info.param)) + "_" +
+                                  cpu::LinearKernelName(std::get<1>(param_info.param));
+                         });
 
 TEST(Engine, BadPlansFailAloneAndTheEngineKeepsWorking) {
   auto engine = MakeEngine(2);

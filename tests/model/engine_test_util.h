@@ -29,9 +29,10 @@ inline const ModelDirectory& TinyModel() {
   return *model;
 }
 
-inline std::unique_ptr<Engine> MakeEngine(int tp, int skip_layer = -1, int threads = 2) {
+inline std::unique_ptr<Engine> MakeEngine(int tp, int skip_layer = -1, int threads = 2,
+                                          cpu::LinearKernel kernel = cpu::BestLinearKernel()) {
   EngineOptions options{.tp = tp, .threads = threads, .block_size = 4, .kv_cache_mb = 16,
-                        .skip_mlp_allreduce_layer = skip_layer};
+                        .linear_kernel = kernel, .skip_mlp_allreduce_layer = skip_layer};
   auto engine = Engine::Create(TinyModel(), options);
   EXPECT_TRUE(engine.ok()) << engine.status().ToString();
   return std::move(engine).value();

@@ -132,7 +132,13 @@ class ReferenceLlama {
   std::map<std::string, Matrix> weights_;
 };
 
-TEST(ReferenceForward, EngineMatchesFloat64ReferenceAtTp1AndTp2) {
+// Every Linear kernel this CPU runs (they round differently: AMX splits activations into bf16
+// hi + lo), at TP 1 and 2.
+class ReferenceForward : public ::testing::TestWithParam<cpu::LinearKernel> {};
+
+TEST_P(ReferenceForward, EngineMatchesFloat64ReferenceAtTp1AndTp2) {
+  const cpu::LinearKernel kernel = GetParam();
+  if (!cpu::LinearKernelAvailable(kernel)) GTEST_SKIP() << cpu::LinearKernelName(kernel) << " does not run here";
   const ModelDirectory& model = testing::TinyModel();
   const std::vector<int32_t> prompt = {128000, 9906, 11, 1917, 0, 358, 1097, 264};
   const std::vector<int32_t> forced = {1234, 56789, 42};
@@ -142,7 +148,7 @@ TEST(ReferenceForward, EngineMatchesFloat64ReferenceAtTp1AndTp2) {
   const auto expected = reference.Forward(all);
 
   for (int tp : {1, 2}) {
-    auto engine = testing::MakeEngine(tp);
+    auto engine = testing::MakeEngine(tp, -1, 2, kernel);
     const auto rows = testing::RunForced(*engine, prompt, forced);
     for (size_t step = 0; step < rows.size(); ++step) {
       const Matrix& want = expected[prompt.size() - 1 + step];
@@ -152,10 +158,15 @@ TEST(ReferenceForward, EngineMatchesFloat64ReferenceAtTp1AndTp2) {
         spread += want[i] * want[i];
       }
       EXPECT_GT(std::sqrt(spread / want.size()), 1.0);
-      EXPECT_LT(worst, 5e-3) << "tp " << tp << " step " << step;
+      EXPECT_LT(worst, 5e-3) << cpu::LinearKernelName(kernel) << " tp " << tp << " step " << step;
     }
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Kernels, ReferenceForward,
+                         ::testing::Values(cpu::LinearKernel::kAmx, cpu::LinearKernel::kAvx512,
+                                           cpu::LinearKernel::kPortable),
+                         [](const auto& param_info) { return cpu::LinearKernelName(param_info.param); });
 
 }  // namespace
 }  // namespace tpserve

@@ -1,0 +1,151 @@
+// Linear (y = x · Wᵀ, bf16 weights) per kernel, shape and token count, next to the ceiling measured
+// in the same run with the same threads: the weights streamed from DRAM at the machine's read
+// bandwidth. At decode's few tokens a kernel should run at that ceiling; as tokens grow it turns
+// compute-bound, and the ratio to one token shows whether batching pays.
+//
+//   bench_linear [--threads 0] [--tokens 1,8,32] [--shapes 128256x768,2048x768,...] [--reps 15]
+//                [--kernels amx,avx512] [--json]
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/dtype.h"
+#include "common/huge_page_allocator.h"
+#include "common/median.h"
+#include "kernels/cpu/linear.h"
+#include "kernels/cpu/memory_bandwidth.h"
+#include "kernels/cpu/thread_pool.h"
+
+namespace {
+
+using namespace tpserve;
+using Clock = std::chrono::steady_clock;
+
+struct Shape {
+  int out = 0, in = 0;
+};
+
+std::vector<Shape> ParseShapes(const std::string& text) {
+  std::vector<Shape> shapes;
+  size_t begin = 0;
+  while (begin < text.size()) {
+    size_t end = text.find(',', begin);
+    if (end == std::string::npos) end = text.size();
+    Shape shape;
+    if (std::sscanf(text.substr(begin, end - begin).c_str(), "%dx%d", &shape.out, &shape.in) != 2 ||
+        shape.out <= 0 || shape.in <= 0) {
+      throw CLI::ValidationError("--shapes", "expected OUTxIN[,OUTxIN...], got '" + text + "'");
+    }
+    shapes.push_back(shape);
+    begin = end + 1;
+  }
+  return shapes;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"Linear kernels against the DRAM read ceiling, same run, same threads"};
+  int threads = 0, reps = 15;
+  std::vector<int> token_counts = {1, 8, 32};
+  // The small model's LM head and its layers' fused QKV, gate/up, O and down projections.
+  std::string shapes_text = "128256x768,1280x768,4096x768,768x768,768x2048";
+  std::vector<std::string> kernel_names;
+  bool json = false;
+  app.add_option("--threads", threads, "Threads (0: every core)")->check(CLI::NonNegativeNumber);
+  app.add_option("--tokens", token_counts, "Token counts")->delimiter(',')->check(CLI::PositiveNumber);
+  app.add_option("--shapes", shapes_text, "Weight shapes OUTxIN, comma-separated");
+  app.add_option("--reps", reps, "Timed repetitions per point (median)")->check(CLI::PositiveNumber);
+  app.add_option("--kernels", kernel_names, "Kernels (default: every one this CPU runs but portable)")
+      ->delimiter(',');
+  app.add_flag("--json", json, "One JSON object instead of the table");
+  CLI11_PARSE(app, argc, argv);
+  std::vector<Shape> shapes;
+  try {
+    shapes = ParseShapes(shapes_text);
+  } catch (const CLI::Error& e) {
+    return app.exit(e);
+  }
+  std::vector<cpu::LinearKernel> kernels;
+  for (const std::string& name : kernel_names) {
+    auto kernel = cpu::ParseLinearKernel(name);
+    if (!kernel.ok()) {
+      std::fprintf(stderr, "bench_linear: %s\n", kernel.status().message().c_str());
+      return 2;
+    }
+    kernels.push_back(*kernel);
+  }
+  if (kernels.empty()) {
+    for (auto kernel : {cpu::LinearKernel::kAmx, cpu::LinearKernel::kAvx512}) {
+      if (cpu::LinearKernelAvailable(kernel)) kernels.push_back(kernel);
+    }
+    if (kernels.empty()) kernels.push_back(cpu::LinearKernel::kPortable);
+  }
+  if (threads == 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  cpu::ThreadPool pool(threads);
+  const cpu::BandwidthResult bandwidth = cpu::MeasureMemoryBandwidth(size_t{1} << 30, 5, &pool);
+
+  nlohmann::json points = nlohmann::json::array();
+  if (!json) {
+    std::printf("ceiling: DRAM read %.1f GB/s with %d threads (measured in this run)\n",
+                bandwidth.read_gb_per_s, threads);
+    std::printf("%9s %6s %8s %6s %10s %10s %8s %9s\n", "kernel", "out", "in", "tokens", "time_us",
+                "ceiling_us", "of-ceil", "x_tok1");
+  }
+  std::mt19937 random(7);
+  std::normal_distribution<float> normal;
+  for (const Shape& shape : shapes) {
+    // Several copies of the weights, used in turn, so every call streams them from DRAM as decode
+    // does (a copy would otherwise stay in the last-level cache).
+    const size_t weight_bytes = static_cast<size_t>(shape.out) * shape.in * sizeof(uint16_t);
+    const int copies = static_cast<int>(std::max<size_t>(2, (size_t{1} << 30) / weight_bytes));
+    std::vector<uint16_t, HugePageAllocator<uint16_t>> w(weight_bytes / 2 * copies);
+    const double ceiling_us = weight_bytes / (bandwidth.read_gb_per_s * 1e3);
+    for (cpu::LinearKernel kernel : kernels) {
+      // Each copy in the layout the engine gives this kernel.
+      const cpu::WeightLayout layout = cpu::PreferredLayout(kernel, shape.in);
+      for (size_t i = 0; i < w.size(); ++i) w[i] = F32ToBF16(0.02f * static_cast<float>(i % 97) - 1.0f);
+      for (int copy = 0; copy < copies; ++copy) {
+        cpu::ArrangeWeights(w.data() + copy * (weight_bytes / 2), shape.out, shape.in, layout);
+      }
+      double one_token_us = 0;
+      for (int tokens : token_counts) {
+        std::vector<float> x(static_cast<size_t>(tokens) * shape.in), y(static_cast<size_t>(tokens) * shape.out);
+        for (float& v : x) v = normal(random);
+        std::vector<double> micros;
+        for (int rep = -2; rep < reps; ++rep) {  // two untimed warm-up calls
+          const uint16_t* weights = w.data() + (static_cast<size_t>(rep + 2) % copies) * (weight_bytes / 2);
+          const auto start = Clock::now();
+          cpu::Linear({x.data(), weights, nullptr, y.data(), tokens, shape.in, shape.out, layout}, &pool,
+                      kernel);
+          const double us = std::chrono::duration<double, std::micro>(Clock::now() - start).count();
+          if (rep >= 0) micros.push_back(us);
+        }
+        const double us = Median(micros);
+        if (tokens == token_counts.front()) one_token_us = us / tokens;
+        const double per_token_gain = one_token_us / (us / tokens);
+        if (json) {
+          points.push_back({{"kernel", cpu::LinearKernelName(kernel)}, {"out", shape.out}, {"in", shape.in},
+                            {"tokens", tokens}, {"time_us", us}, {"ceiling_us", ceiling_us},
+                            {"of_ceiling", ceiling_us / us}, {"tokens_per_s_vs_first", per_token_gain}});
+        } else {
+          std::printf("%9s %6d %8d %6d %10.1f %10.1f %7.0f%% %8.2fx\n", cpu::LinearKernelName(kernel),
+                      shape.out, shape.in, tokens, us, ceiling_us, 100 * ceiling_us / us, per_token_gain);
+        }
+      }
+    }
+  }
+  if (json) {
+    std::printf("%s\n", nlohmann::json{{"threads", threads},
+                                       {"dram_read_gb_per_s", bandwidth.read_gb_per_s},
+                                       {"points", points}}
+                            .dump(2)
+                            .c_str());
+  }
+  return 0;
+}
