@@ -8,9 +8,6 @@
 //
 //   bench_allreduce [--ranks 2] [--min-bytes 1024] [--max-bytes 67108864] [--iters 200] [--json]
 #include <CLI/CLI.hpp>
-#include <pthread.h>
-#include <sched.h>
-
 #include <algorithm>
 #include <atomic>
 #include <bit>
@@ -22,6 +19,7 @@
 #include <vector>
 
 #include "common/median.h"
+#include "common/thread_affinity.h"
 #include "comm/in_process_communicator.h"
 
 namespace {
@@ -29,17 +27,6 @@ namespace {
 using tpserve::Median;
 
 using Clock = std::chrono::steady_clock;
-
-// Ranks on distinct cores when there are enough: left to the scheduler, two spinning ranks now and
-// then share one core for a while, and a whole size then measures time slices (~50 us) instead.
-void PinToCore(int index) {
-  const int cores = static_cast<int>(std::thread::hardware_concurrency());
-  if (cores < 2) return;
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  CPU_SET(index % cores, &set);
-  pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
-}
 
 int ItersFor(size_t bytes, int iters) {
   return static_cast<int>(std::max<size_t>(5, std::min<size_t>(iters, (size_t{256} << 20) / std::max<size_t>(bytes, 1))));
@@ -56,7 +43,7 @@ double TimeAllReduce(int ranks, size_t bytes, int iters, tpserve::InProcessCommu
   for (int r = 0; r < ranks; ++r) {
     comms[r]->set_path(path);
     threads.emplace_back([&, r] {
-      PinToCore(r);
+      tpserve::PinThisThreadToCore(r);
       std::vector<float> data(count);
       // As many untimed calls first: on a VM the other core may sleep until the ranks have been
       // busy for a while (the first size measured otherwise read up to 50 us at 1 KiB).
@@ -97,9 +84,9 @@ double TimeCrossCoreRead(size_t bytes, int iters) {
   alignas(64) std::atomic<int> written{-1};
   alignas(64) std::atomic<int> read{-1};
   std::vector<double> seconds;
-  PinToCore(0);
+  tpserve::PinThisThreadToCore(0);
   std::thread writer([&] {
-    PinToCore(1);
+    tpserve::PinThisThreadToCore(1);
     for (int i = 0; i < iters; ++i) {
       while (read.load(std::memory_order_acquire) != i - 1) {
       }
@@ -134,7 +121,7 @@ double TimeExchange(size_t bytes, int iters) {
   std::vector<double> seconds[2];
   std::atomic<uint32_t> sink{0};
   auto run = [&](int me) {
-    PinToCore(me);
+    tpserve::PinThisThreadToCore(me);
     const int other = 1 - me;
     for (int i = -iters; i < iters; ++i) {  // as many untimed rounds first
       // Rewrite only once the other has finished reading round i-1 (it publishes round i after).
@@ -162,9 +149,9 @@ double TimeExchange(size_t bytes, int iters) {
 double TimeHandoff(int iters) {
   alignas(64) std::atomic<int> ping{-1};
   alignas(64) std::atomic<int> pong{-1};
-  PinToCore(0);
+  tpserve::PinThisThreadToCore(0);
   std::thread partner([&] {
-    PinToCore(1);
+    tpserve::PinThisThreadToCore(1);
     for (int i = 0; i < iters; ++i) {
       while (ping.load(std::memory_order_acquire) != i) {
       }

@@ -7,12 +7,28 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "benchmarks/comm_peer.h"
 #include "comm/in_process_communicator.h"
+#include "common/thread_affinity.h"
 
 namespace tpserve {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+}  // namespace
+
+const char* PeerCollectiveName(Collective c) {
+  switch (c) {
+    case Collective::kAllReduce: return "MPI_Allreduce";
+    case Collective::kAllGather: return "MPI_Allgather";
+    case Collective::kReduceScatter: return "MPI_Reduce_scatter_block";
+    case Collective::kBroadcast: return "MPI_Bcast";
+  }
+  return "MPI";
+}
+
+namespace {
 
 // Small integers, so every sum is exact in float and checking is exact.
 float InitValue(int rank, size_t i) { return static_cast<float>((rank + 1) * static_cast<int>(i % 7 + 1)); }
@@ -108,6 +124,7 @@ Result<std::pair<double, size_t>> Measure(const CommBenchOptions& o, Collective 
   std::vector<std::thread> threads;
   for (int r = 0; r < o.ranks; ++r) {
     threads.emplace_back([&, r] {
+      PinThisThreadToCore(r);
       RankBuffers& b = buffers[r];
       Fill(c, b, r, o.ranks, count, in_place, o.corrupt_rank);
       for (int i = 0; i < o.warmup && statuses[r].ok(); ++i) {
@@ -148,6 +165,7 @@ Result<CommBenchReport> RunCommBench(const CommBenchOptions& o) {
   if (o.ranks < 1 || o.ranks > 64) return InvalidArgument("--ranks must be 1..64");
   if (o.min_bytes < 4 || o.max_bytes < o.min_bytes) return InvalidArgument("-b / -e: need 4 <= -b <= -e");
   if (o.step_bytes == 0 && o.step_factor <= 1) return InvalidArgument("-f must be > 1");
+  if (!o.peer.empty() && o.peer != "mpi") return InvalidArgument("--peer '" + o.peer + "': the only peer is 'mpi'");
   CommBenchReport report;
   report.collective = c;
   report.ranks = o.ranks;
@@ -173,6 +191,23 @@ Result<CommBenchReport> RunCommBench(const CommBenchOptions& o) {
     row.ip_busbw = row.ip_algbw * factor;
     samples.emplace_back(static_cast<double>(row.bytes), oop.first);
     report.rows.push_back(row);
+  }
+  if (o.peer == "mpi") {
+    // After the local sweep, so the MPI processes never compete with the timed threads.
+    std::vector<size_t> sizes;
+    for (const auto& row : report.rows) sizes.push_back(row.bytes);
+    ASSIGN_OR_RETURN(PeerSweep sweep, RunMpiPeer(c, o.ranks, sizes, o.iters, o.warmup));
+    report.peer = sweep.name;
+    report.peer_library = sweep.library;
+    report.peer_command = sweep.command;
+    for (auto& row : report.rows) {
+      for (const PeerRow& peer_row : sweep.rows) {
+        if (peer_row.bytes == row.bytes) {
+          row.peer_us = peer_row.time_us;
+          row.peer_wrong = peer_row.wrong;
+        }
+      }
+    }
   }
   if (o.ranks > 1) {
     auto fit = FitAlphaBeta(samples, factor);
@@ -211,6 +246,20 @@ std::string FormatCommBench(const CommBenchReport& r, const CommBenchOptions& o)
                   r.fit.alpha_s * 1e6, r.fit.beta_bytes_per_s / 1e9, r.fit.crossover_bytes);
     out += line;
   }
+  if (!r.peer.empty()) {
+    std::snprintf(line, sizeof(line), "#\n# peer: %s (%s), %d processes, same sizes and iterations, run after the sweep\n",
+                  PeerCollectiveName(r.collective), r.peer_library.c_str(), r.ranks);
+    out += line;
+    out += "# " + r.peer_command + "\n";
+    out += "#       size   local(us)     mpi(us)   mpi/local  mpi_busbw  #wrong\n";
+    const double factor = BusBandwidthFactor(r.collective, r.ranks);
+    for (const auto& row : r.rows) {
+      const double busbw = row.peer_us > 0 ? row.bytes / (row.peer_us * 1e-6) / 1e9 * factor : 0;
+      std::snprintf(line, sizeof(line), "%12zu  %10.2f  %10.2f  %9.2fx  %9.2f  %6zu\n", row.bytes, row.oop_us, row.peer_us,
+                    row.oop_us > 0 ? row.peer_us / row.oop_us : 0, busbw, row.peer_wrong);
+      out += line;
+    }
+  }
   return out;
 }
 
@@ -221,7 +270,14 @@ std::string CommBenchJson(const CommBenchReport& r) {
                     {"out_of_place", {{"time_us", row.oop_us}, {"algbw", row.oop_algbw}, {"busbw", row.oop_busbw}, {"wrong", row.oop_wrong}}},
                     {"in_place", {{"time_us", row.ip_us}, {"algbw", row.ip_algbw}, {"busbw", row.ip_busbw}, {"wrong", row.ip_wrong}}}});
   }
+  if (!r.peer.empty()) {
+    for (size_t i = 0; i < r.rows.size(); ++i) {
+      rows[i]["peer"] = {{"time_us", r.rows[i].peer_us}, {"wrong", r.rows[i].peer_wrong},
+                         {"ratio", r.rows[i].oop_us > 0 ? r.rows[i].peer_us / r.rows[i].oop_us : 0}};
+    }
+  }
   nlohmann::json out = {{"collective", CollectiveName(r.collective)}, {"backend", "local"}, {"ranks", r.ranks}, {"rows", rows}};
+  if (!r.peer.empty()) out["peer"] = {{"name", r.peer}, {"library", r.peer_library}, {"command", r.peer_command}};
   if (r.fitted) {
     out["fit"] = {{"alpha_us", r.fit.alpha_s * 1e6}, {"beta_gb_s", r.fit.beta_bytes_per_s / 1e9},
                   {"crossover_bytes", r.fit.crossover_bytes}};
@@ -249,6 +305,13 @@ LineChart CommLatencyChart(const CommBenchReport& r) {
     }
   }
   chart.series = {out_of_place, in_place};
+  if (!r.peer.empty()) {
+    ChartSeries peer{std::string(PeerCollectiveName(r.collective)) + " (" + r.peer_library + ")", {}};
+    for (const auto& row : r.rows) {
+      if (row.peer_us > 0) peer.points.emplace_back(row.bytes, row.peer_us);
+    }
+    chart.series.push_back(peer);
+  }
   if (r.fitted) chart.series.push_back(model);
   return chart;
 }

@@ -25,6 +25,7 @@ struct CommBenchOptions {
   int check = 1;                    // -c
   std::string op = "sum";           // -o
   std::string dtype = "float";      // -d
+  std::string peer;                 // "mpi": time MPI's collective over the same sizes too
   int corrupt_rank = -1;            // fault injection for tests: this rank's input is off by one
   bool json = false;
   std::string plot;                 // --plot FILE.svg|png
@@ -36,6 +37,8 @@ struct CommBenchRow {
   size_t oop_wrong = 0;
   double ip_us = 0, ip_algbw = 0, ip_busbw = 0;
   size_t ip_wrong = 0;
+  double peer_us = 0;  // the peer's time at this size (0: no peer)
+  size_t peer_wrong = 0;
 };
 
 struct CommBenchReport {
@@ -44,12 +47,17 @@ struct CommBenchReport {
   std::vector<CommBenchRow> rows;
   AlphaBeta fit;
   bool fitted = false;
+  std::string peer;          // "" or "mpi"
+  std::string peer_library;  // e.g. "Open MPI v4.1.4"
+  std::string peer_command;
 };
+
+const char* PeerCollectiveName(Collective c);  // "MPI_Allreduce", ...
 
 Result<CommBenchReport> RunCommBench(const CommBenchOptions& options);
 std::string FormatCommBench(const CommBenchReport& report, const CommBenchOptions& options);
 std::string CommBenchJson(const CommBenchReport& report);
-// Latency vs message size (log-log): out-of-place, in-place, and the fitted α–β model.
+// Latency vs message size (log-log): out-of-place, in-place, the peer, and the fitted α–β model.
 LineChart CommLatencyChart(const CommBenchReport& report);
 
 }  // namespace tpserve

@@ -21,3 +21,15 @@ if(NOT TPSERVE_GRPC STREQUAL "OFF")
                         "(apt-get install libgrpc++-dev protobuf-compiler-grpc libcpp-httplib-dev)")
   endif()
 endif()
+
+# Open MPI (Debian's libopenmpi-dev): the peer of `bench-comm --peer mpi`, built as its own
+# program (tpserve-mpi-peer) so tpserve itself never links MPI.
+set(TPSERVE_HAVE_MPI OFF)
+if(NOT TPSERVE_MPI STREQUAL "OFF")
+  find_package(MPI COMPONENTS C QUIET)
+  if(MPI_C_FOUND AND MPIEXEC_EXECUTABLE)
+    set(TPSERVE_HAVE_MPI ON)
+  elseif(TPSERVE_MPI STREQUAL "ON")
+    message(FATAL_ERROR "TPSERVE_MPI=ON but MPI was not found (apt-get install libopenmpi-dev openmpi-bin)")
+  endif()
+endif()

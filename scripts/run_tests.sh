@@ -10,7 +10,8 @@ TPSERVE_CMAKE_ARGS="-DTPSERVE_WERROR=ON ${TPSERVE_CMAKE_ARGS:-}" scripts/setup.s
 
 echo "== unit tests under ASan + UBSan (clang-16) =="
 CC=clang-16 CXX=clang++-16 cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DTPSERVE_SANITIZE=address,undefined -DTPSERVE_CUDA=OFF -DTPSERVE_GRPC=OFF -DTPSERVE_WERROR=ON
+  -DTPSERVE_SANITIZE=address,undefined -DTPSERVE_CUDA=OFF -DTPSERVE_GRPC=OFF -DTPSERVE_MPI=OFF \
+  -DTPSERVE_WERROR=ON
 cmake --build build-asan
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
   ctest --test-dir build-asan -L unit --output-on-failure -j2

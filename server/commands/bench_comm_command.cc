@@ -25,6 +25,8 @@ void AddBenchCommCommand(CLI::App& app, CommandAction* action) {
   cmd->add_option("-c,--check", o->check, "Check results (#wrong)")->capture_default_str();
   cmd->add_option("-o,--op", o->op, "Reduction op (sum)")->capture_default_str();
   cmd->add_option("-d,--datatype", o->dtype, "Data type (float)")->capture_default_str();
+  cmd->add_option("--peer", o->peer,
+                  "mpi: also time Open MPI's collective (mpirun, same ranks, sizes, iterations) and print the ratio");
   cmd->add_option("--debug-corrupt-rank", o->corrupt_rank)->group("");  // tests: prove #wrong works
   cmd->add_flag("--json", o->json, "Print one JSON object");
   cmd->add_option("--plot", o->plot, "Write a latency-vs-size chart (FILE.svg or FILE.png)");

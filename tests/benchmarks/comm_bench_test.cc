@@ -1,4 +1,5 @@
 #include "benchmarks/comm_bench.h"
+#include "benchmarks/comm_peer.h"
 
 #include <gtest/gtest.h>
 
@@ -57,6 +58,50 @@ TEST(CommBench, UnsupportedOptionsAreNamed) {
   o.backend = "nccl";
   EXPECT_NE(RunCommBench(o).status().message().find("--backend 'nccl'"), std::string::npos);
 }
+
+TEST(CommBench, UnknownPeerIsNamed) {
+  CommBenchOptions o = Small("all_reduce", 2);
+  o.peer = "gloo";
+  EXPECT_NE(RunCommBench(o).status().message().find("--peer 'gloo'"), std::string::npos);
+}
+
+TEST(MpiPeer, ReadsTheLastResultLineAndRejectsOthers) {
+  auto sweep = ParseMpiPeerOutput(
+      "notice: something from mpirun\n{\"library\": \"Open MPI v4.1.4\", \"ranks\": 2, \"rows\": "
+      "[{\"size\": 1024, \"time_us\": 1.5, \"wrong\": 0}, {\"size\": 4096, \"time_us\": 3.25, \"wrong\": 2}]}\n");
+  ASSERT_TRUE(sweep.ok()) << sweep.status().ToString();
+  EXPECT_EQ(sweep->library, "Open MPI v4.1.4");
+  ASSERT_EQ(sweep->rows.size(), 2u);
+  EXPECT_EQ(sweep->rows[1].bytes, 4096u);
+  EXPECT_DOUBLE_EQ(sweep->rows[1].time_us, 3.25);
+  EXPECT_EQ(sweep->rows[1].wrong, 2u);
+  EXPECT_FALSE(ParseMpiPeerOutput("mpirun noticed that process rank 1 exited\n").ok());
+  EXPECT_FALSE(ParseMpiPeerOutput("{\"rows\": 3}\n").ok());
+}
+
+#if TPSERVE_TEST_HAVE_MPI
+// The real thing: mpirun starts tpserve-mpi-peer, whose own check must find every element right,
+// for every collective, and whose times land on the rows of the same sizes.
+TEST(MpiPeer, EveryCollectiveRunsUnderMpirunAndChecksClean) {
+  for (const char* collective : {"all_reduce", "all_gather", "reduce_scatter", "broadcast"}) {
+    for (int ranks : {2, 3}) {
+      CommBenchOptions o = Small(collective, ranks);
+      o.peer = "mpi";
+      auto report = RunCommBench(o);
+      ASSERT_TRUE(report.ok()) << report.status().ToString();
+      EXPECT_EQ(report->peer, "mpi");
+      EXPECT_NE(report->peer_library.find("MPI"), std::string::npos) << report->peer_library;
+      EXPECT_NE(report->peer_command.find("-np " + std::to_string(ranks)), std::string::npos);
+      for (const auto& row : report->rows) {
+        EXPECT_GT(row.peer_us, 0) << collective << " ranks " << ranks << " size " << row.bytes;
+        EXPECT_EQ(row.peer_wrong, 0u) << collective << " ranks " << ranks << " size " << row.bytes;
+      }
+      const std::string text = FormatCommBench(*report, o);
+      EXPECT_NE(text.find(std::string("# peer: ") + PeerCollectiveName(report->collective)), std::string::npos);
+    }
+  }
+}
+#endif
 
 }  // namespace
 }  // namespace tpserve
