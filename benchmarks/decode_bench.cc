@@ -167,13 +167,16 @@ std::string FormatDecodeBench(const DecodeBenchReport& r) {
 StackedBarChart DecodeBreakdownChart(const DecodeBenchReport& r) {
   StackedBarChart chart;
   chart.title = "decode step breakdown (slowest rank, median step)";
-  chart.x_label = "tensor-parallel degree (tp) and batch size (b)";
+  const bool contexts = r.rows.size() > 1 && r.rows.front().context != r.rows.back().context;
+  const bool kernels = r.rows.size() > 1 && r.rows.front().kernel != r.rows.back().kernel;
+  chart.x_label = std::string("tensor-parallel degree (tp), batch size (b)") + (contexts ? ", context (c)" : "") +
+                  (kernels ? ", Linear kernel" : "");
   chart.y_label = "time per decode step (ms)";
   chart.parts = {"compute", "comm (collectives)", "host"};
   for (const auto& row : r.rows) {
     std::string label = "tp" + std::to_string(row.tp) + " b" + std::to_string(row.batch);
-    if (r.rows.size() > 1 && r.rows.front().context != r.rows.back().context) label += " c" + std::to_string(row.context);
-    if (r.rows.front().kernel != r.rows.back().kernel) label = std::string(cpu::LinearKernelName(row.kernel)) + " " + label;
+    if (contexts) label += "\nc" + std::to_string(row.context);
+    if (kernels) label += "\n" + std::string(cpu::LinearKernelName(row.kernel));
     chart.categories.push_back(label);
     chart.values.push_back({row.compute_ms, row.comm_ms, row.host_ms});
   }

@@ -10,7 +10,7 @@ namespace tpserve {
 namespace {
 
 constexpr double kWidth = 900, kHeight = 560;
-constexpr double kLeft = 90, kRight = 220, kTop = 50, kBottom = 70;  // plot margins (legend right)
+constexpr double kLeft = 90, kRight = 220, kTop = 50, kBottom = 85;  // plot margins (legend right)
 const char* kColors[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#17becf"};
 
 std::string Number(double v) {
@@ -195,9 +195,16 @@ std::string RenderSvg(const StackedBarChart& chart) {
       svg += text;
       base = top;
     }
-    std::snprintf(text, sizeof(text), "<text x=\"%.1f\" y=\"%g\" text-anchor=\"middle\">%s</text>\n", x + bar / 2, y0 + 18,
-                  Escape(chart.categories[c]).c_str());
-    svg += text;
+    // One text line per '\n' of the category, under its bar.
+    size_t begin = 0;
+    for (int line = 0; begin <= chart.categories[c].size(); ++line) {
+      size_t end = chart.categories[c].find('\n', begin);
+      if (end == std::string::npos) end = chart.categories[c].size();
+      std::snprintf(text, sizeof(text), "<text x=\"%.1f\" y=\"%g\" text-anchor=\"middle\">%s</text>\n", x + bar / 2,
+                    y0 + 18 + 15 * line, Escape(chart.categories[c].substr(begin, end - begin)).c_str());
+      svg += text;
+      begin = end + 1;
+    }
   }
   for (size_t p = 0; p < chart.parts.size(); ++p) {
     svg += LegendEntry(static_cast<int>(p), chart.parts[p], kColors[p % std::size(kColors)], false, true);

@@ -214,10 +214,15 @@ Status Decoder::Forward(const StepPlan& plan, std::vector<float>* logits, RankTr
       return linear(normed.data(), w.w_gate_up, HostTensor{}, gate_up.data(), h, 2 * s.ffn);
     });
     timer.Run(OpKind::kSiluMul, layer, 0, [&] {
-      for (int t = 0; t < T; ++t) {
-        const float* row = &gate_up[t * 2 * s.ffn];
-        cpu::SiluMul(row, row + s.ffn, &act[t * s.ffn], s.ffn);
-      }
+      // Element-wise, so split among the rank's threads by element: the same arithmetic per element.
+      pool_->ParallelFor(static_cast<size_t>(T) * s.ffn, 512, [&](size_t begin, size_t end) {
+        for (size_t i = begin; i < end;) {
+          const size_t t = i / s.ffn, j = i % s.ffn, n = std::min<size_t>(end - i, s.ffn - j);
+          const float* row = &gate_up[t * 2 * s.ffn];
+          cpu::SiluMul(row + j, row + s.ffn + j, &act[t * s.ffn + j], static_cast<int>(n));
+          i += n;
+        }
+      });
     });
     timer.Run(OpKind::kDownProj, layer, 0, [&] { return linear(act.data(), w.w_down, HostTensor{}, proj.data(), s.ffn, h); });
     if (s.tp > 1 && layer != options_.skip_mlp_allreduce_layer) {

@@ -59,6 +59,19 @@ TEST(SvgChart, DecodeChartStacksComputeCommHostPerPoint) {
   EXPECT_EQ(Count(RenderSvg(chart), "<rect x="), 2u * 3 + 3 + 1);  // bars, legend boxes, frame
 }
 
+TEST(SvgChart, DecodeChartNamesTheKernelOnASecondLineWhenKernelsDiffer) {
+  DecodeBenchReport report;
+  report.rows = {{.kernel = cpu::LinearKernel::kAmx, .tp = 1, .batch = 8, .compute_ms = 15},
+                 {.kernel = cpu::LinearKernel::kAvx512, .tp = 1, .batch = 8, .compute_ms = 35}};
+  const StackedBarChart chart = DecodeBreakdownChart(report);
+  EXPECT_EQ(chart.categories, (std::vector<std::string>{"tp1 b8\namx", "tp1 b8\navx512"}));
+  const std::string svg = RenderSvg(chart);
+  EXPECT_EQ(Count(svg, ">amx</text>"), 1u);
+  EXPECT_EQ(Count(svg, ">avx512</text>"), 1u);
+  EXPECT_EQ(Count(svg, ">tp1 b8</text>"), 2u);
+  EXPECT_NE(chart.x_label.find("Linear kernel"), std::string::npos);
+}
+
 TEST(SvgChart, LoadCurveHasOnePointPerRun) {
   LoadReport a, b;
   a.output_token_throughput = 50;
