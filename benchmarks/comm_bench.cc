@@ -306,7 +306,8 @@ LineChart CommLatencyChart(const CommBenchReport& r) {
   }
   chart.series = {out_of_place, in_place};
   if (!r.peer.empty()) {
-    ChartSeries peer{std::string(PeerCollectiveName(r.collective)) + " (" + r.peer_library + ")", {}};
+    chart.title += ", peer " + r.peer_library;
+    ChartSeries peer{PeerCollectiveName(r.collective), {}};
     for (const auto& row : r.rows) {
       if (row.peer_us > 0) peer.points.emplace_back(row.bytes, row.peer_us);
     }

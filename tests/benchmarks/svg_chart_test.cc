@@ -47,6 +47,17 @@ TEST(SvgChart, CommChartPlotsTheMeasuredPointsAndTheFit) {
   // model: α + S·f/β with f = 1 at 2 ranks: 1 µs + 1 MiB / 5 GB/s = 210.7 µs.
   EXPECT_NEAR(chart.series[2].points[1].second, 1.0 + 1048576 / 5e9 * 1e6, 1e-9);
   EXPECT_TRUE(chart.series[2].dashed);
+
+  // With the MPI peer: its measured points, as a solid series before the model.
+  report.peer = "mpi";
+  report.peer_library = "Open MPI v4.1.4";
+  report.rows[0].peer_us = 3.0;
+  report.rows[1].peer_us = 250.0;
+  const LineChart with_peer = CommLatencyChart(report);
+  ASSERT_EQ(with_peer.series.size(), 4u);
+  EXPECT_EQ(with_peer.series[2].label, "MPI_Allreduce");
+  EXPECT_EQ(with_peer.series[2].points, (std::vector<std::pair<double, double>>{{1024, 3.0}, {1 << 20, 250.0}}));
+  EXPECT_NE(with_peer.title.find("Open MPI v4.1.4"), std::string::npos);
 }
 
 TEST(SvgChart, DecodeChartStacksComputeCommHostPerPoint) {
