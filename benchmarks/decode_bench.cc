@@ -99,33 +99,33 @@ Result<DecodeBenchReport> RunDecodeBench(const DecodeBenchOptions& o) {
     report.read_gb_per_s = cpu::MeasureMemoryBandwidth(bytes, 5, &pool).read_gb_per_s;
   }
   for (cpu::LinearKernel kernel : o.kernels) {
-  for (int tp : o.tp) {
-    for (int batch : o.batch) {
-      for (int context : o.context) {
-        if (context < 1) return InvalidArgument("--context values must be at least 1");
-        const Point point{kernel, tp, batch, context};
-        ASSIGN_OR_RETURN(DecodeBenchRow row, MeasureOne(model, o, point, report.threads));
-        row.ceiling_tokens_per_s = batch * report.read_gb_per_s * 1e9 / row.weight_bytes;
-        row.fraction_of_ceiling = row.tokens_per_s / row.ceiling_tokens_per_s;
-        if (o.trace_overhead && report.rows.empty()) {
-          // Traced and untraced runs alternate three times each, so drift in machine load shows
-          // up on both sides; medians of the per-run medians.
-          std::vector<double> traced = {row.step_ms}, untraced;
-          for (int repeat = 0; repeat < 3; ++repeat) {
-            ASSIGN_OR_RETURN(DecodeBenchRow off, MeasureOne(model, o, point, report.threads, false));
-            untraced.push_back(off.step_ms);
-            if (repeat < 2) {
-              ASSIGN_OR_RETURN(DecodeBenchRow on, MeasureOne(model, o, point, report.threads));
-              traced.push_back(on.step_ms);
+    for (int tp : o.tp) {
+      for (int batch : o.batch) {
+        for (int context : o.context) {
+          if (context < 1) return InvalidArgument("--context values must be at least 1");
+          const Point point{kernel, tp, batch, context};
+          ASSIGN_OR_RETURN(DecodeBenchRow row, MeasureOne(model, o, point, report.threads));
+          row.ceiling_tokens_per_s = batch * report.read_gb_per_s * 1e9 / row.weight_bytes;
+          row.fraction_of_ceiling = row.tokens_per_s / row.ceiling_tokens_per_s;
+          if (o.trace_overhead && report.rows.empty()) {
+            // Traced and untraced runs alternate three times each, so drift in machine load shows
+            // up on both sides; medians of the per-run medians.
+            std::vector<double> traced = {row.step_ms}, untraced;
+            for (int repeat = 0; repeat < 3; ++repeat) {
+              ASSIGN_OR_RETURN(DecodeBenchRow off, MeasureOne(model, o, point, report.threads, false));
+              untraced.push_back(off.step_ms);
+              if (repeat < 2) {
+                ASSIGN_OR_RETURN(DecodeBenchRow on, MeasureOne(model, o, point, report.threads));
+                traced.push_back(on.step_ms);
+              }
             }
+            report.untraced_step_ms = Median(untraced);
+            report.trace_overhead = Median(traced) / report.untraced_step_ms - 1;
           }
-          report.untraced_step_ms = Median(untraced);
-          report.trace_overhead = Median(traced) / report.untraced_step_ms - 1;
+          report.rows.push_back(row);
         }
-        report.rows.push_back(row);
       }
     }
-  }
   }
   for (DecodeBenchRow& row : report.rows) {
     for (const DecodeBenchRow& single : report.rows) {
@@ -188,8 +188,10 @@ std::string DecodeBenchJson(const DecodeBenchReport& r) {
                         {"untraced_step_ms", r.untraced_step_ms}, {"trace_overhead", r.trace_overhead},
                         {"rows", nlohmann::json::array()}};
   for (const auto& row : r.rows) {
-    out["rows"].push_back({{"kernel", cpu::LinearKernelName(row.kernel)}, {"vs_batch1", row.vs_batch1}, {"tp", row.tp}, {"batch", row.batch}, {"context", row.context}, {"step_ms", row.step_ms},
-                           {"tokens_per_s", row.tokens_per_s}, {"compute_ms", row.compute_ms},
+    out["rows"].push_back({{"kernel", cpu::LinearKernelName(row.kernel)}, {"tp", row.tp}, {"batch", row.batch},
+                           {"context", row.context}, {"step_ms", row.step_ms},
+                           {"tokens_per_s", row.tokens_per_s}, {"vs_batch1", row.vs_batch1},
+                           {"compute_ms", row.compute_ms},
                            {"comm_ms", row.comm_ms}, {"host_ms", row.host_ms},
                            {"comm_share", row.comm_share}, {"allreduce_bytes", row.allreduce_bytes},
                            {"allreduce_us", row.allreduce_us}, {"weight_bytes", row.weight_bytes},

@@ -1,9 +1,10 @@
 // y = x · Wᵀ (+ bias) with bf16 weights in Hugging Face's [out_features, in_features] layout,
 // f32 activations and f32 accumulation: the GEMV/GEMM of every projection on the CPU backend.
 //
-// Batch invariance: every output element y[t, o] is the dot product of row t of x and row o of W
-// computed by the same instruction sequence (16-lane partial sums over `in` in order, then one
-// fixed horizontal reduction), whatever the number of tokens, the tiling or the thread count.
+// Batch invariance: for a given kernel and shape, every output element y[t, o] is the dot product
+// of row t of x and row o of W computed by the same instruction sequence (AVX-512: 16-lane partial
+// sums over `in` in order, then one fixed horizontal reduction; AMX: linear_amx.h), whatever the
+// number of tokens, the tiling or the thread count.
 #pragma once
 
 #include <cstddef>

@@ -106,7 +106,7 @@ TPSERVE_TARGET_AVX512 void PackAvx512(const float* x, int tokens, int in, Packed
       const __m512 a_hi = RoundToBf16(a), b_hi = RoundToBf16(b);
       const __m512 a_lo = RoundToBf16(_mm512_sub_ps(a, a_hi));  // exact difference
       const __m512 b_lo = RoundToBf16(_mm512_sub_ps(b, b_hi));
-      auto* tile = reinterpret_cast<int*>(const_cast<uint16_t*>(packed->tile(t / kTokensPerGroup, c)));
+      auto* tile = reinterpret_cast<int*>(packed->tile(t / kTokensPerGroup, c));
       _mm512_i32scatter_epi32(tile + column, row_words, HighHalves(a_hi, b_hi), 4);
       _mm512_i32scatter_epi32(tile + column + kTokensPerGroup, row_words, HighHalves(a_lo, b_lo), 4);
     }

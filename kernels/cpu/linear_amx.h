@@ -34,8 +34,10 @@ struct PackedActivations {
   int tokens = 0;
   int in = 0;
   int groups() const { return (tokens + kTokensPerGroup - 1) / kTokensPerGroup; }
-  const uint16_t* tile(int group, int chunk) const {
-    return data.data() + (static_cast<size_t>(group) * (in / kChunk) + chunk) * 512;
+  const uint16_t* tile(int group, int chunk) const { return data.data() + TileOffset(group, chunk); }
+  uint16_t* tile(int group, int chunk) { return data.data() + TileOffset(group, chunk); }
+  size_t TileOffset(int group, int chunk) const {
+    return (static_cast<size_t>(group) * (in / kChunk) + chunk) * 512;  // 512 bf16 = 1 KiB
   }
 };
 
