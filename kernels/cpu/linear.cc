@@ -144,8 +144,8 @@ void DotRows(const LinearArgs& a, const DotTable& table, size_t row_begin, size_
   }
 }
 
-// The AMX path: activations packed once by the caller, then 16-row tiles split among the pool. A
-// last partial tile (out % 16 rows) goes through the AVX-512 kernel.
+// The AMX path: activations packed once by the caller, then 16-output tiles split among the pool.
+// A last partial tile (out % 16 rows, row-major) goes through the AVX-512 kernel.
 void LinearAmx(const LinearArgs& a, ThreadPool* pool) {
   // The caller's scratch, read by every pool member (a thread_local named inside `rows` would be
   // each member's own).
@@ -163,7 +163,7 @@ void LinearAmx(const LinearArgs& a, ThreadPool* pool) {
   if (pool == nullptr) {
     rows(0, units);
   } else {
-    pool->ParallelFor(units, 2, rows);  // 32-row pieces keep pairs of A tiles together
+    pool->ParallelFor(units, 2, rows);  // 32-row pieces keep pairs of weight tiles together
   }
 }
 
@@ -218,19 +218,26 @@ WeightLayout PreferredLayout(LinearKernel kernel, int in) {
                                                                 : WeightLayout::kRowMajor;
 }
 
+// Element (o, i) of a full 16-row block in the kAmxTiles layout: tile i / 32, input pair (i % 32) / 2
+// (the tile row), output o (the pair of columns), element i % 2.
+size_t AmxTileIndex(int o, int i) {
+  const int chunk = i / amx::kChunk, pair = (i % amx::kChunk) / 2;
+  return (static_cast<size_t>(chunk) * amx::kTileRows + pair) * (2 * amx::kTileRows) + o * 2 + i % 2;
+}
+
 void ArrangeWeights(uint16_t* w, int out, int in, WeightLayout layout) {
   if (layout == WeightLayout::kRowMajor) return;
-  const int chunks = in / amx::kChunk;
+  if (in % amx::kChunk != 0) {
+    std::fprintf(stderr, "tpserve: ArrangeWeights: AMX tiles need in %% 32 == 0, got in = %d\n", in);
+    std::abort();
+  }
   const size_t block_elements = static_cast<size_t>(amx::kTileRows) * in;
   std::vector<uint16_t> block(block_elements);
   for (int row = 0; row + amx::kTileRows <= out; row += amx::kTileRows) {
     uint16_t* dst = w + static_cast<size_t>(row) * in;
     std::copy_n(dst, block_elements, block.data());
-    for (int chunk = 0; chunk < chunks; ++chunk) {
-      for (int r = 0; r < amx::kTileRows; ++r) {
-        std::copy_n(&block[static_cast<size_t>(r) * in + chunk * amx::kChunk], amx::kChunk,
-                    dst + (static_cast<size_t>(chunk) * amx::kTileRows + r) * amx::kChunk);
-      }
+    for (int o = 0; o < amx::kTileRows; ++o) {
+      for (int i = 0; i < in; ++i) dst[AmxTileIndex(o, i)] = block[static_cast<size_t>(o) * in + i];
     }
   }
 }
@@ -242,10 +249,7 @@ void ReadWeightRow(const uint16_t* w, int out, int in, WeightLayout layout, int 
     return;
   }
   const uint16_t* block = w + static_cast<size_t>(row / amx::kTileRows) * amx::kTileRows * in;
-  for (int chunk = 0; chunk < in / amx::kChunk; ++chunk) {
-    ConvertElements(block + (static_cast<size_t>(chunk) * amx::kTileRows + row % amx::kTileRows) * amx::kChunk,
-                    DType::kBF16, dst + chunk * amx::kChunk, DType::kF32, amx::kChunk);
-  }
+  for (int i = 0; i < in; ++i) dst[i] = BF16ToF32(block[AmxTileIndex(row % amx::kTileRows, i)]);
 }
 
 void Linear(const LinearArgs& a, ThreadPool* pool, LinearKernel kernel) {
@@ -254,10 +258,11 @@ void Linear(const LinearArgs& a, ThreadPool* pool, LinearKernel kernel) {
                  LinearKernelName(kernel));
     std::abort();
   }
-  if (kernel == LinearKernel::kAmx && a.in % amx::kChunk == 0) {
+  if (kernel == LinearKernel::kAmx && a.layout == WeightLayout::kAmxTiles) {
     LinearAmx(a, pool);
     return;
   }
+  // Row-major weights (in % 32 != 0, or not arranged by the caller) take the AVX-512 path.
   const DotTable& table = Table(kernel != LinearKernel::kPortable && HasAvx512());
   auto rows = [&](size_t begin, size_t end) { DotRows(a, table, begin, end); };
   if (pool == nullptr) {

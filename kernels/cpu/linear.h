@@ -18,8 +18,9 @@ namespace tpserve::cpu {
 class ThreadPool;
 
 // How a weight matrix [out, in] is laid out in memory. kAmxTiles (only where in % 32 == 0) stores
-// each full block of 16 rows as in / 32 consecutive 1 KiB tiles of 16 rows × 32 columns, so the AMX
-// kernel streams the weights in memory order; rows past the last full block stay row-major.
+// each full block of 16 rows (outputs) as in / 32 consecutive 1 KiB AMX B tiles, one per chunk of 32
+// inputs: 16 input pairs × 16 outputs × 2, i.e. tile[p][o][e] = W[o][32 chunk + 2p + e]. The AMX
+// kernel then streams the weights in memory order; rows past the last full block stay row-major.
 enum class WeightLayout { kRowMajor, kAmxTiles };
 
 struct LinearArgs {
@@ -37,7 +38,7 @@ struct LinearArgs {
 // invariant on its own; they differ from each other in rounding (AMX multiplies the activations
 // as a bf16 hi + lo pair, linear_amx.h), so one engine uses one kernel for every step.
 enum class LinearKernel {
-  kAmx,       // AMX-BF16 tiles where in % 32 == 0 (the other shapes and rows use kAvx512)
+  kAmx,       // AMX-BF16 tiles on kAmxTiles weights (other shapes, rows and layouts use kAvx512)
   kAvx512,    // AVX-512 f32 FMA on the bf16 weights widened to f32
   kPortable,  // plain C++ with the same lane structure
 };
@@ -47,13 +48,14 @@ Result<LinearKernel> ParseLinearKernel(std::string_view name);
 bool LinearKernelAvailable(LinearKernel kernel);
 LinearKernel BestLinearKernel();  // the fastest available on this CPU
 
-// kAmxTiles weights need the kAmx kernel.
+// kAmxTiles weights need the kAmx kernel; kAmx on row-major weights runs the AVX-512 path.
 void Linear(const LinearArgs& args, ThreadPool* pool, LinearKernel kernel = BestLinearKernel());
 
 // The layout `kernel` reads fastest for a matrix with `in` columns.
 WeightLayout PreferredLayout(LinearKernel kernel, int in);
 
-// Rearranges a row-major w [out, in] into `layout`, in place.
+// Rearranges a row-major w [out, in] into `layout`, in place (kAmxTiles: in % 32 == 0, as
+// PreferredLayout gives it).
 void ArrangeWeights(uint16_t* w, int out, int in, WeightLayout layout);
 
 // Row `row` of w [out, in] (in `layout`), widened to f32: an embedding lookup in a tied LM head.

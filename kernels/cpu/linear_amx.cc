@@ -47,8 +47,9 @@ bool RequestTileData() {
   return (permitted >> kXfeatureXtiledata) & 1;
 }
 
-// Palette 1 with all 8 tiles 16 rows × 64 bytes: tmm0-3 C (f32 16×16), tmm4-5 A (16 weight rows ×
-// 32 bf16), tmm6-7 B (16 input pairs × 16 columns × 2 bf16). The configuration is per thread.
+// Palette 1 with all 8 tiles 16 rows × 64 bytes: tmm0-3 C (16 rows × 16 outputs, f32), tmm4-5 A
+// (activations: 16 rows × 32 inputs, bf16), tmm6-7 B (weights: 16 input pairs × 16 outputs × 2
+// bf16). The configuration is per thread.
 struct alignas(64) TileConfig {
   uint8_t palette_id = 1;
   uint8_t start_row = 0;
@@ -92,83 +93,72 @@ TPSERVE_TARGET_AVX512 void PackAvx512(const float* x, int tokens, int in, Packed
   packed->tokens = tokens;
   packed->in = in;
   packed->data.resize(static_cast<size_t>(packed->groups()) * chunks * 512);
-  if (tokens % kTokensPerGroup != 0) {  // the last group's unused columns multiply as zeros
+  if (tokens % kTokensPerGroup != 0) {  // the last group's unused rows multiply as zeros
     std::fill(packed->data.end() - static_cast<ptrdiff_t>(chunks) * 512, packed->data.end(), 0);
   }
-  // Input pair p of a column is the 32-bit word at row p: 16 words (64 bytes) apart.
-  const __m512i row_words = _mm512_mullo_epi32(
-      _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0), _mm512_set1_epi32(16));
   for (int t = 0; t < tokens; ++t) {
-    const int column = t % kTokensPerGroup;
+    const int row = t % kTokensPerGroup;
     for (int c = 0; c < chunks; ++c) {
       const float* src = x + static_cast<size_t>(t) * in + c * kChunk;
       const __m512 a = _mm512_loadu_ps(src), b = _mm512_loadu_ps(src + 16);
       const __m512 a_hi = RoundToBf16(a), b_hi = RoundToBf16(b);
       const __m512 a_lo = RoundToBf16(_mm512_sub_ps(a, a_hi));  // exact difference
       const __m512 b_lo = RoundToBf16(_mm512_sub_ps(b, b_hi));
-      auto* tile = reinterpret_cast<int*>(packed->tile(t / kTokensPerGroup, c));
-      _mm512_i32scatter_epi32(tile + column, row_words, HighHalves(a_hi, b_hi), 4);
-      _mm512_i32scatter_epi32(tile + column + kTokensPerGroup, row_words, HighHalves(a_lo, b_lo), 4);
+      uint16_t* tile = packed->tile(t / kTokensPerGroup, c);
+      _mm512_storeu_si512(tile + row * kChunk, HighHalves(a_hi, b_hi));
+      _mm512_storeu_si512(tile + (row + kTokensPerGroup) * kChunk, HighHalves(a_lo, b_lo));
     }
   }
 }
 
-// Where a block of 32 weight rows' A tiles are: tile (r, chunk) starts at
-// base + r * tile_offset + chunk * chunk_step, its 16 rows row_stride bytes apart.
-struct TileAddressing {
-  size_t chunk_step = 0;
-  size_t row_stride = 0;
-  size_t tile_offset = 0;
-  bool prefetch = false;  // tiles are 1 KiB contiguous: fetch each one's next chunk ahead
-};
-
-// C tiles for `kRowTiles` × 16 weight rows and `kGroups` × 8 tokens, accumulated over all chunks:
-// c[r][g] holds rows 16r.. of w against token group g (hi columns 0-7, lo columns 8-15).
-template <int kRowTiles, int kGroups>
-TPSERVE_TARGET_AMX void MultiplyTiles(const uint16_t* w, TileAddressing at, int chunks,
-                                      const uint16_t* b0, const uint16_t* b1,
+// One 16-output block's weight tile for chunk k is 1 KiB at w + k * 1 KiB (WeightLayout::kAmxTiles);
+// the next block's starts in / 32 KiB further on.
+//
+// C tiles for `kGroups` × 8 tokens and `kOutTiles` × 16 outputs, accumulated over all chunks:
+// c[g][r] holds rows 0-7 = the group's tokens against their hi parts, rows 8-15 = their lo parts,
+// 16 outputs each. Tiles: C(g, r) = tmm(2g + r), activations tmm4 + g, weights tmm6 + r.
+template <int kGroups, int kOutTiles>
+TPSERVE_TARGET_AMX void MultiplyTiles(const uint16_t* w, size_t block_bytes, int chunks,
+                                      const uint16_t* x0, const uint16_t* x1,
                                       float (*c)[2][kTileRows * 16]) {
-  const auto* a0 = reinterpret_cast<const char*>(w);
-  const char* a1 = a0 + at.tile_offset;
-  const auto* p0 = reinterpret_cast<const char*>(b0);
-  const auto* p1 = reinterpret_cast<const char*>(b1);
+  const auto* w0 = reinterpret_cast<const char*>(w);
+  const char* w1 = w0 + block_bytes;
+  const auto* a0 = reinterpret_cast<const char*>(x0);
+  const auto* a1 = reinterpret_cast<const char*>(x1);
   _tile_zero(0);
-  if constexpr (kGroups == 2) _tile_zero(1);
-  if constexpr (kRowTiles == 2) _tile_zero(2);
-  if constexpr (kRowTiles == 2 && kGroups == 2) _tile_zero(3);
-  // Near the end of this block the prefetch runs on into the next block's same tile stream, so
-  // no stream starts cold (the next block is kRowTiles tiles further on).
-  const size_t stream_bytes = static_cast<size_t>(chunks) * at.chunk_step;
+  if constexpr (kOutTiles == 2) _tile_zero(1);
+  if constexpr (kGroups == 2) _tile_zero(2);
+  if constexpr (kGroups == 2 && kOutTiles == 2) _tile_zero(3);
   for (int k = 0; k < chunks; ++k) {
-    const size_t offset = static_cast<size_t>(k) * at.chunk_step;
-    if (at.prefetch) {
-      size_t ahead = offset + kPrefetchAheadBytes;
-      if (ahead >= stream_bytes) ahead += kRowTiles * at.tile_offset - stream_bytes;
-      for (size_t line = 0; line < 16; ++line) {
-        _mm_prefetch(a0 + ahead + line * 64, _MM_HINT_T0);
-        if constexpr (kRowTiles == 2) _mm_prefetch(a1 + ahead + line * 64, _MM_HINT_T0);
-      }
+    const size_t offset = static_cast<size_t>(k) * 1024;
+    // Each weight block is one contiguous stream, fetched 2 KiB ahead; near its end the prefetch
+    // runs on into the next block's stream (kOutTiles blocks further on), so none starts cold.
+    size_t ahead = offset + kPrefetchAheadBytes;
+    if (ahead >= block_bytes) ahead += (kOutTiles - 1) * block_bytes;
+    for (size_t line = 0; line < 16; ++line) {
+      _mm_prefetch(w0 + ahead + line * 64, _MM_HINT_T0);
+      if constexpr (kOutTiles == 2) _mm_prefetch(w1 + ahead + line * 64, _MM_HINT_T0);
     }
-    _tile_loadd(4, a0 + offset, at.row_stride);
-    _tile_loadd(6, p0 + k * 1024, 64);
+    _tile_loadd(6, w0 + offset, 64);
+    _tile_loadd(4, a0 + offset, 64);
     _tile_dpbf16ps(0, 4, 6);
-    if constexpr (kGroups == 2) {
-      _tile_loadd(7, p1 + k * 1024, 64);
+    if constexpr (kOutTiles == 2) {
+      _tile_loadd(7, w1 + offset, 64);
       _tile_dpbf16ps(1, 4, 7);
     }
-    if constexpr (kRowTiles == 2) {
-      _tile_loadd(5, a1 + offset, at.row_stride);
+    if constexpr (kGroups == 2) {
+      _tile_loadd(5, a1 + offset, 64);
       _tile_dpbf16ps(2, 5, 6);
-      if constexpr (kGroups == 2) _tile_dpbf16ps(3, 5, 7);
+      if constexpr (kOutTiles == 2) _tile_dpbf16ps(3, 5, 7);
     }
   }
   _tile_stored(0, c[0][0], 64);
-  if constexpr (kGroups == 2) _tile_stored(1, c[0][1], 64);
-  if constexpr (kRowTiles == 2) _tile_stored(2, c[1][0], 64);
-  if constexpr (kRowTiles == 2 && kGroups == 2) _tile_stored(3, c[1][1], 64);
+  if constexpr (kOutTiles == 2) _tile_stored(1, c[0][1], 64);
+  if constexpr (kGroups == 2) _tile_stored(2, c[1][0], 64);
+  if constexpr (kGroups == 2 && kOutTiles == 2) _tile_stored(3, c[1][1], 64);
 }
 
-using MultiplyFn = void (*)(const uint16_t*, TileAddressing, int, const uint16_t*, const uint16_t*,
+using MultiplyFn = void (*)(const uint16_t*, size_t, int, const uint16_t*, const uint16_t*,
                             float (*)[2][kTileRows * 16]);
 
 TPSERVE_TARGET_AMX void LinearRowsAmx(const LinearArgs& a, const PackedActivations& x,
@@ -177,32 +167,28 @@ TPSERVE_TARGET_AMX void LinearRowsAmx(const LinearArgs& a, const PackedActivatio
   constexpr MultiplyFn kMultiply[2][2] = {{MultiplyTiles<1, 1>, MultiplyTiles<1, 2>},
                                           {MultiplyTiles<2, 1>, MultiplyTiles<2, 2>}};
   const int chunks = a.in / kChunk;
-  const size_t row_bytes = static_cast<size_t>(a.in) * sizeof(uint16_t);
-  const TileAddressing at =
-      a.layout == WeightLayout::kAmxTiles
-          ? TileAddressing{.chunk_step = kTileRows * kChunk * sizeof(uint16_t), .row_stride = 64,
-                           .tile_offset = kTileRows * row_bytes, .prefetch = true}
-          : TileAddressing{.chunk_step = 64, .row_stride = row_bytes, .tile_offset = kTileRows * row_bytes};
-  alignas(64) float c[2][2][kTileRows * 16];  // [row tile, group, 16 rows × 16 columns]
+  const size_t block_bytes = static_cast<size_t>(kTileRows) * a.in * sizeof(uint16_t);
+  alignas(64) float c[2][2][kTileRows * 16];  // [group, output tile, 16 rows × 16 outputs]
   for (int pass = 0; pass < x.groups(); pass += kTokenGroupsPerPass) {
     const int pass_end = std::min(x.groups(), pass + kTokenGroupsPerPass);
     for (size_t row = row_begin; row < row_end; row += 2 * kTileRows) {
-      const int row_tiles = row_end - row >= 2 * kTileRows ? 2 : 1;
+      const int out_tiles = row_end - row >= 2 * kTileRows ? 2 : 1;
       for (int group = pass; group < pass_end; group += 2) {
         const int groups = std::min(2, pass_end - group);
-        kMultiply[row_tiles - 1][groups - 1](a.w + row * a.in, at, chunks,
-                                             x.tile(group, 0),
+        kMultiply[groups - 1][out_tiles - 1](a.w + row * a.in, block_bytes, chunks, x.tile(group, 0),
                                              x.tile(groups == 2 ? group + 1 : group, 0), c);
-        for (int r = 0; r < row_tiles; ++r) {
-          for (int g = 0; g < groups; ++g) {
-            for (int i = 0; i < kTileRows; ++i) {
-              const size_t o = row + r * kTileRows + i;
-              for (int col = 0; col < kTokensPerGroup; ++col) {
-                const int t = (group + g) * kTokensPerGroup + col;
-                if (t >= a.tokens) break;
-                const float dot = c[r][g][i * 16 + col] + c[r][g][i * 16 + col + kTokensPerGroup];
-                a.y[static_cast<size_t>(t) * a.out + o] = a.bias ? dot + a.bias[o] : dot;
-              }
+        // Row t of a C tile is token t's 16 outputs from its hi part, row t + 8 from its lo part.
+        for (int g = 0; g < groups; ++g) {
+          for (int r = 0; r < out_tiles; ++r) {
+            const size_t o = row + r * kTileRows;
+            const __m512 bias = a.bias ? _mm512_loadu_ps(a.bias + o) : _mm512_setzero_ps();
+            for (int i = 0; i < kTokensPerGroup; ++i) {
+              const int t = (group + g) * kTokensPerGroup + i;
+              if (t >= a.tokens) break;
+              __m512 dot = _mm512_add_ps(_mm512_load_ps(c[g][r] + i * 16),
+                                         _mm512_load_ps(c[g][r] + (i + kTokensPerGroup) * 16));
+              if (a.bias) dot = _mm512_add_ps(dot, bias);
+              _mm512_storeu_ps(a.y + static_cast<size_t>(t) * a.out + o, dot);
             }
           }
         }

@@ -4,10 +4,12 @@
 // A tile multiply (TDPBF16PS) takes bf16 on both sides, so each f32 activation x is split into
 // two bf16 numbers, hi = bf16(x) and lo = bf16(x - hi), and y = W·hi + W·lo: the activation keeps
 // 16 bits of mantissa (the weights themselves have 8), without the f32-to-bf16 rounding of the
-// activations that a plain bf16 dot product would add. One B tile holds 8 tokens: columns 0-7
-// their hi parts, columns 8-15 their lo parts.
+// activations that a plain bf16 dot product would add. The activations are the A operand: one
+// tile holds 8 tokens, rows 0-7 their hi parts and rows 8-15 their lo parts, 32 inputs per row.
+// The weights are the B operand, arranged at load (WeightLayout::kAmxTiles) so that each tile is
+// 1 KiB of memory; a C tile row is then one token's 16 consecutive outputs, stored as one line.
 //
-// Batch invariance: y[t, o] is the AMX dot product of weight row o with token t's two columns,
+// Batch invariance: y[t, o] is the AMX dot product of token t's two rows with output o's column,
 // chunk by chunk of 32 along `in` in order, then hi + lo + bias, for every batch size and tiling
 // (a tile element never depends on the tile's other rows or columns).
 #pragma once
@@ -20,17 +22,17 @@
 
 namespace tpserve::cpu::amx {
 
-constexpr int kTileRows = 16;        // weight rows (outputs) per A tile
+constexpr int kTileRows = 16;        // outputs (weight rows) per B tile
 constexpr int kChunk = 32;           // bf16 elements of `in` per tile step
-constexpr int kTokensPerGroup = 8;   // tokens per B tile (hi and lo columns)
+constexpr int kTokensPerGroup = 8;   // tokens per A tile (hi and lo rows)
 
 // Whether this CPU has AMX-BF16 and Linux let the process use the tile registers (asked once).
 bool Available();
 
-// Activations in the layout of AMX B tiles: for each group of 8 tokens and each chunk of 32
-// inputs, a 1 KiB tile of 16 rows (input pairs) × 16 columns (8 hi + 8 lo) × 2 bf16.
+// Activations as AMX A tiles: for each group of 8 tokens and each chunk of 32 inputs, a 1 KiB tile
+// of 16 rows (8 tokens' hi parts, then their lo parts) × 32 bf16.
 struct PackedActivations {
-  std::vector<uint16_t> data;  // [groups, in / 32, 16 pairs, 16 columns, 2]
+  std::vector<uint16_t> data;  // [groups, in / 32, 16 rows, 32]
   int tokens = 0;
   int in = 0;
   int groups() const { return (tokens + kTokensPerGroup - 1) / kTokensPerGroup; }
@@ -44,7 +46,8 @@ struct PackedActivations {
 // x: [tokens, in] f32 with in % 32 == 0.
 void Pack(const float* x, int tokens, int in, PackedActivations* packed);
 
-// Rows [row_begin, row_end) of y = x · Wᵀ (+ bias); both bounds multiples of 16.
+// Outputs [row_begin, row_end) of y = x · Wᵀ (+ bias); both bounds multiples of 16, the weights in
+// WeightLayout::kAmxTiles.
 void LinearRows(const LinearArgs& args, const PackedActivations& x, size_t row_begin,
                 size_t row_end);
 

@@ -137,11 +137,12 @@ TEST_P(LinearTest, MatchesFloat64AndIsBatchInvariant) {
     Linear({&x[t * in], arranged.data(), bias.data(), alone.data(), 1, in, out, layout}, nullptr, kernel);
     ASSERT_EQ(0, std::memcmp(alone.data(), &y[t * out], out * sizeof(float))) << "token " << t;
   }
-  if (layout != WeightLayout::kRowMajor) {
-    // The AMX kernel reads row-major weights too (strided tiles): the same arithmetic, bitwise.
-    std::vector<float> row_major(y.size());
-    Linear({x.data(), w.data(), bias.data(), row_major.data(), tokens, in, out}, &pool, kernel);
-    EXPECT_EQ(0, std::memcmp(row_major.data(), y.data(), y.size() * sizeof(float)));
+  if (kernel == LinearKernel::kAmx) {
+    // Without the tile layout the AMX kernel takes the AVX-512 path: bitwise that kernel's result.
+    std::vector<float> amx_row_major(y.size()), avx512(y.size());
+    Linear({x.data(), w.data(), bias.data(), amx_row_major.data(), tokens, in, out}, &pool, kernel);
+    Linear({x.data(), w.data(), bias.data(), avx512.data(), tokens, in, out}, &pool, LinearKernel::kAvx512);
+    EXPECT_EQ(0, std::memcmp(amx_row_major.data(), avx512.data(), y.size() * sizeof(float)));
   }
 }
 
@@ -171,10 +172,11 @@ TEST(WeightLayout, AmxTilesKeepEveryRowReadable) {
     std::vector<uint16_t> arranged = w;
     ArrangeWeights(arranged.data(), out, in, layout);
     if (layout == WeightLayout::kAmxTiles && out >= 16 && in >= 64) {
-      // Tile (block 0, chunk 1) starts right after chunk 0's 16 rows × 32: row 0, column 32.
-      EXPECT_EQ(arranged[16 * 32], w[32]) << out << "x" << in;
-      EXPECT_EQ(arranged[1], w[1]);
-      EXPECT_EQ(arranged[32], w[in]);  // row 1, column 0
+      // A tile is 16 input pairs × 16 outputs × 2: element (pair p, output o, e) = W[o][2p + e].
+      EXPECT_EQ(arranged[1], w[1]) << out << "x" << in;  // p 0, o 0, e 1
+      EXPECT_EQ(arranged[2], w[in]);                     // p 0, o 1, e 0: row 1, column 0
+      EXPECT_EQ(arranged[32], w[2]);                     // p 1, o 0, e 0: row 0, column 2
+      EXPECT_EQ(arranged[16 * 32], w[32]);               // tile of chunk 1: row 0, column 32
     }
     std::vector<float> row(in);
     for (int r = 0; r < out; ++r) {
