@@ -233,31 +233,32 @@ Status Decoder::Forward(const StepPlan& plan, std::vector<float>* logits, RankTr
 
   // LM head over the rows whose logits are wanted; vocab-parallel, then gathered.
   const int rows = static_cast<int>(batch.logit_rows.size());
-  std::vector<float> last(rows * h), local_logits(rows * s.vocab);
+  std::vector<float> last(rows * h);  // [rows, hidden]
+  // The logits buffers persist across steps (megabytes at batch 32: fresh ones cost page faults).
+  // At TP=1 the LM head writes straight into the output.
+  std::vector<float>& local = s.tp == 1 ? *logits : local_logits_;  // [rows, vocab_local]
+  local.resize(static_cast<size_t>(rows) * s.vocab);
   timer.Run(OpKind::kFinalNorm, -1, 0, [&] {
     for (int r = 0; r < rows; ++r) {
       cpu::RmsNorm(&x[batch.logit_rows[r] * h], F32(weights_.final_norm), &last[r * h], h, eps);
     }
   });
   timer.Run(OpKind::kLmHead, -1, 0, [&] {
-    cpu::Linear({last.data(), Bf16(weights_.output_projection()), nullptr, local_logits.data(),
-                 rows, h, s.vocab, weights_.layout(h)},
+    cpu::Linear({last.data(), Bf16(weights_.output_projection()), nullptr, local.data(), rows, h, s.vocab,
+                 weights_.layout(h)},
                 pool_, weights_.kernel);
   });
-  if (s.tp == 1) {
-    *logits = std::move(local_logits);
-  } else {
-    logits->assign(static_cast<size_t>(rows) * s.vocab_padded, 0.0f);
-    std::vector<float> gathered(static_cast<size_t>(s.tp) * rows * s.vocab);  // [tp, rows, vocab_local]
-    RETURN_IF_ERROR(timer.Run(OpKind::kAllGatherLogits, -1,
-                              static_cast<int64_t>(local_logits.size() * sizeof(float)), [&] {
-                                return comm_->AllGather(local_logits.data(), gathered.data(),
-                                                        local_logits.size());
-                              }));
+  if (s.tp > 1) {
+    gathered_logits_.resize(static_cast<size_t>(s.tp) * rows * s.vocab);  // [tp, rows, vocab_local]
+    RETURN_IF_ERROR(timer.Run(OpKind::kAllGatherLogits, -1, static_cast<int64_t>(local.size() * sizeof(float)),
+                              [&] { return comm_->AllGather(local.data(), gathered_logits_.data(), local.size()); }));
+    // [tp, rows, vocab_local] -> [rows, vocab_padded]: every element is written (vocab_padded = tp ×
+    // vocab_local).
+    logits->resize(static_cast<size_t>(rows) * s.vocab_padded);
     for (int r = 0; r < s.tp; ++r) {
       for (int row = 0; row < rows; ++row) {
         std::memcpy(&(*logits)[static_cast<size_t>(row) * s.vocab_padded + r * s.vocab],
-                    &gathered[(static_cast<size_t>(r) * rows + row) * s.vocab], s.vocab * sizeof(float));
+                    &gathered_logits_[(static_cast<size_t>(r) * rows + row) * s.vocab], s.vocab * sizeof(float));
       }
     }
   }

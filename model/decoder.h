@@ -31,7 +31,8 @@ class Decoder {
           Communicator* comm, cpu::ThreadPool* pool, DecoderOptions options = {});
 
   // Runs the plan on this rank. On return `logits` holds [rows, vocab_padded] for the sequences
-  // that want logits (every rank gets them through the AllGather).
+  // that want logits (every rank gets them through the AllGather); pass the same vector every step
+  // so its memory is reused.
   Status Forward(const StepPlan& plan, std::vector<float>* logits, RankTrace* trace);
 
   const RankShape& shape() const { return weights_.shape; }
@@ -50,6 +51,8 @@ class Decoder {
   DecoderOptions options_;
   std::vector<double> rope_inv_freq_;
   int64_t forwards_ = 0;
+  std::vector<float> local_logits_;    // [rows, vocab_local], TP > 1
+  std::vector<float> gathered_logits_; // [tp, rows, vocab_local], TP > 1
 };
 
 }  // namespace tpserve

@@ -157,17 +157,18 @@ Result<StepResult> Engine::Step(const StepPlan& plan) {
   }
   for (auto& rank : ranks_) trace.ranks.push_back(std::move(rank->trace));
   // Drop the vocabulary padding: [rows, vocab_padded] -> [rows, vocab_size].
-  std::vector<float>& padded = ranks_[0]->logits;
+  const std::vector<float>& padded = ranks_[0]->logits;
   const int vocab_padded = ranks_[0]->decoder->shape().vocab_padded;
   result.logit_rows = vocab_padded ? static_cast<int>(padded.size() / vocab_padded) : 0;
   if (vocab_padded == config_.vocab_size) {
-    result.logits = std::move(padded);  // no padding: hand the buffer over
+    result.logits = padded;  // no padding: lend rank 0's buffer
   } else {
-    result.logits.resize(static_cast<size_t>(result.logit_rows) * config_.vocab_size);
+    unpadded_logits_.resize(static_cast<size_t>(result.logit_rows) * config_.vocab_size);
     for (int row = 0; row < result.logit_rows; ++row) {
       std::copy_n(padded.begin() + static_cast<size_t>(row) * vocab_padded, config_.vocab_size,
-                  result.logits.begin() + static_cast<size_t>(row) * config_.vocab_size);
+                  unpadded_logits_.begin() + static_cast<size_t>(row) * config_.vocab_size);
     }
+    result.logits = unpadded_logits_;
   }
   trace.step_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
                       std::chrono::steady_clock::now() - start).count();

@@ -37,7 +37,8 @@ class Engine {
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
 
-  // Runs one step on all ranks. Block tables must come from block_pool().
+  // Runs one step on all ranks. Block tables must come from block_pool(). The result's logits are
+  // valid until the next Step.
   Result<StepResult> Step(const StepPlan& plan);
 
   KvBlockPool& block_pool() { return *block_pool_; }
@@ -59,6 +60,7 @@ class Engine {
   std::unique_ptr<KvBlockPool> block_pool_;
   std::vector<std::unique_ptr<Rank>> ranks_;
   std::vector<std::thread> threads_;
+  std::vector<float> unpadded_logits_;  // [rows, vocab_size] when the vocabulary is padded; lent out
 
   // Hand-off between Step() and the rank threads.
   std::mutex mutex_;

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "model/step_trace.h"
@@ -30,8 +31,9 @@ struct StepPlan {
 
 struct StepResult {
   // Logits of the last token of each sequence with want_logits, in plan order:
-  // [logit_rows, vocab_size] (vocabulary padding removed).
-  std::vector<float> logits;
+  // [logit_rows, vocab_size] (vocabulary padding removed). Borrowed from the engine: valid until
+  // its next Step (the buffers are reused, so a step never page-faults in fresh megabytes).
+  std::span<const float> logits;
   int logit_rows = 0;
   StepTrace trace;
 };

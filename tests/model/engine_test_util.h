@@ -60,7 +60,7 @@ inline std::vector<std::vector<float>> RunForced(Engine& engine, const std::vect
     }
     auto result = engine.Step(StepPlan{.step_id = static_cast<int64_t>(step), .sequences = {seq}});
     EXPECT_TRUE(result.ok()) << result.status().ToString();
-    rows.push_back(result->logits);
+    rows.emplace_back(result->logits.begin(), result->logits.end());  // a copy: the span is lent
   }
   for (int32_t b : seq.block_table) engine.block_pool().Free(b);
   return rows;
