@@ -299,6 +299,9 @@ void EngineLoop::Finish(uint64_t id, FinishReason reason) {
   if (sequence) r->timing.preemptions = sequence->preemptions;
   metrics_->e2e_request_latency.Observe(r->timing.e2e_s);
   metrics_->CountFinished(FinishReasonName(reason));
+  // Gauges first: a client that sees its stream end and then asks for Stats finds its KV blocks
+  // already counted free (they were released by Remove above).
+  UpdateGauges();
   r->request.sink->OnFinish(reason, static_cast<int>(r->request.prompt.size()), r->completion_tokens,
                             r->timing);
   std::lock_guard<std::mutex> lock(mutex_);
