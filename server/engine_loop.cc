@@ -67,7 +67,9 @@ EngineLoop::EngineLoop(Engine* engine, const Tokenizer* tokenizer, const EngineL
       tokenizer_(tokenizer),
       options_(options),
       metrics_(metrics),
-      scheduler_(WithEngineBlockSize(options.scheduler, *engine), &engine->block_pool()) {
+      scheduler_(WithEngineBlockSize(options.scheduler, *engine), &engine->block_pool()),
+      sampling_pool_(static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, 8u)),
+                     /*spin_iterations=*/0) {
   if (options_.max_model_len <= 0) options_.max_model_len = engine->config().max_position_embeddings;
   metrics_->kv_blocks_total = engine->block_pool().total_blocks();
   UpdateGauges();
@@ -224,10 +226,27 @@ void EngineLoop::Step() {
     }
   }
 
-  // Each sequence's share of the step, by its tokens in it.
-  const double tokens_in_step = std::max(1, decision.plan.token_count());
+  // Sample every sequence that wants a token, in parallel: each request's own sampler (and seed)
+  // on one thread, so the draws are the same as one by one.
   const int vocab = engine_->config().vocab_size;
-  int row = 0;
+  std::vector<Request*> sampled_requests;  // [logit rows], plan order
+  for (size_t k = 0; k < decision.sequences.size(); ++k) {
+    if (decision.plan.sequences[k].want_logits) sampled_requests.push_back(requests_.at(decision.sequences[k]->id).get());
+  }
+  std::vector<SampledToken> tokens(sampled_requests.size());
+  sampling_pool_.ParallelFor(sampled_requests.size(), 1, [&](size_t begin, size_t end) {
+    for (size_t row = begin; row < end; ++row) {
+      Request& r = *sampled_requests[row];
+      const std::span<const float> logits = result->logits.subspan(row * vocab, vocab);
+      const std::vector<int32_t> banned =
+          BannedTokens(r.request.sampling, engine_->config().eos_token_ids, r.completion_tokens);
+      tokens[row] = r.sampler.Sample(logits, r.request.sampling, banned);
+    }
+  });
+
+  // Each sequence's share of the step, by its tokens in it; then its token, in plan order.
+  const double tokens_in_step = std::max(1, decision.plan.token_count());
+  size_t row = 0;
   for (size_t k = 0; k < decision.sequences.size(); ++k) {
     ScheduledSequence& s = *decision.sequences[k];
     const SequencePlan& p = decision.plan.sequences[k];
@@ -237,11 +256,7 @@ void EngineLoop::Step() {
     r.timing.comm_s += comm_s * share;
     s.computed += p.tokens.size();
     if (!p.want_logits) continue;
-    std::span<const float> logits(result->logits.data() + static_cast<size_t>(row++) * vocab, vocab);
-    const SamplingParams& sampling = r.request.sampling;
-    const std::vector<int32_t> banned =
-        BannedTokens(sampling, engine_->config().eos_token_ids, r.completion_tokens);
-    const SampledToken token = r.sampler.Sample(logits, sampling, banned);
+    const SampledToken& token = tokens[row++];
     s.tokens.push_back(token.id);
     ProcessToken(r, token);
   }

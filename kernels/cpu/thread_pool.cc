@@ -21,7 +21,7 @@ std::pair<size_t, size_t> Piece(size_t n, size_t grain, int members, int index) 
 
 }  // namespace
 
-ThreadPool::ThreadPool(int threads) {
+ThreadPool::ThreadPool(int threads, int spin_iterations) : spin_iterations_(spin_iterations) {
   for (int i = 1; i < std::max(threads, 1); ++i) {
     workers_.emplace_back([this, i] {
       pthread_setname_np(pthread_self(), "tps-pool");
@@ -72,7 +72,7 @@ void ThreadPool::WorkerLoop(int index) {
   uint64_t seen = 0;
   while (true) {
     // Decode issues many short loops per step: spin a little before sleeping.
-    for (int spins = 0; spins < 20000 && generation_.load(std::memory_order_acquire) == seen;
+    for (int spins = 0; spins < spin_iterations_ && generation_.load(std::memory_order_acquire) == seen;
          ++spins) {
 #if defined(__x86_64__)
       _mm_pause();

@@ -14,7 +14,9 @@ namespace tpserve::cpu {
 
 class ThreadPool {
  public:
-  explicit ThreadPool(int threads);  // threads >= 1, including the caller
+  // threads >= 1, including the caller. Idle workers spin `spin_iterations` pauses before they
+  // sleep: decode issues many short loops per step; a pool used once per step should not spin.
+  explicit ThreadPool(int threads, int spin_iterations = 20000);
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;
@@ -36,6 +38,7 @@ class ThreadPool {
   std::atomic<uint64_t> generation_{0};  // bumped per ParallelFor; workers spin on it briefly
   std::atomic<int> pending_{0};
   bool stop_ = false;
+  int spin_iterations_;
 };
 
 }  // namespace tpserve::cpu
