@@ -36,26 +36,17 @@ std::string FindMpirun() {
   return "";
 }
 
-std::string CollectiveFlag(Collective c) {
-  switch (c) {
-    case Collective::kAllReduce: return "all_reduce";
-    case Collective::kAllGather: return "all_gather";
-    case Collective::kReduceScatter: return "reduce_scatter";
-    case Collective::kBroadcast: return "broadcast";
-  }
-  return "all_reduce";
-}
-
 }  // namespace
 
 Result<PeerSweep> ParseMpiPeerOutput(const std::string& text) {
-  // The JSON object is the last line that starts with '{' (mpirun may print notices before it).
+  // The result is the last line that starts with '{' (mpirun may print notices before or after).
   size_t start = text.rfind("\n{");
   start = start == std::string::npos ? (text.rfind('{', 0) == 0 ? 0 : std::string::npos) : start + 1;
   if (start == std::string::npos) return DataLoss("tpserve-mpi-peer printed no result line");
-  const auto json = nlohmann::json::parse(text.substr(start), nullptr, /*allow_exceptions=*/false);
+  const std::string line = text.substr(start, text.find('\n', start) - start);
+  const auto json = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
   if (json.is_discarded() || !json.contains("rows") || !json["rows"].is_array()) {
-    return DataLoss("tpserve-mpi-peer printed an unreadable result: " + text.substr(start, 200));
+    return DataLoss("tpserve-mpi-peer printed an unreadable result: " + line.substr(0, 200));
   }
   PeerSweep sweep;
   sweep.name = "mpi";
@@ -86,7 +77,7 @@ Result<PeerSweep> RunMpiPeer(Collective collective, int ranks, const std::vector
   const std::string launch = mpirun + " --allow-run-as-root --oversubscribe --bind-to none -np " +
                              std::to_string(ranks) + " --mca plm isolated --mca btl self,vader" +
                              " --mca oob_tcp_if_include lo";
-  const std::string program = " " + peer + " --collective " + CollectiveFlag(collective) + " --sizes " +
+  const std::string program = " " + peer + " --collective " + CollectiveName(collective) + " --sizes " +
                               size_list + " --iters " + std::to_string(iters) + " --warmup " +
                               std::to_string(warmup);
   std::string failure;

@@ -68,7 +68,8 @@ TEST(CommBench, UnknownPeerIsNamed) {
 TEST(MpiPeer, ReadsTheLastResultLineAndRejectsOthers) {
   auto sweep = ParseMpiPeerOutput(
       "notice: something from mpirun\n{\"library\": \"Open MPI v4.1.4\", \"ranks\": 2, \"rows\": "
-      "[{\"size\": 1024, \"time_us\": 1.5, \"wrong\": 0}, {\"size\": 4096, \"time_us\": 3.25, \"wrong\": 2}]}\n");
+      "[{\"size\": 1024, \"time_us\": 1.5, \"wrong\": 0}, {\"size\": 4096, \"time_us\": 3.25, \"wrong\": 2}]}\n"
+      "notice: printed after the result\n");
   ASSERT_TRUE(sweep.ok()) << sweep.status().ToString();
   EXPECT_EQ(sweep->library, "Open MPI v4.1.4");
   ASSERT_EQ(sweep->rows.size(), 2u);
