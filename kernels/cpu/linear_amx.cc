@@ -26,9 +26,10 @@ namespace {
 #define TPSERVE_TARGET_AVX512 __attribute__((target("avx512f,avx512bw")))
 
 constexpr int kTokenGroupsPerPass = 16;  // 128 tokens' packed activations stay in L2 per pass
-// In the tile layout each A tile is a contiguous stream; its lines are fetched two chunks (2 KiB)
-// ahead. bench_linear at one token, LM head 128256x768: 87-94% of the DRAM ceiling at 2 KiB, 86-96%
-// at 1 KiB, 89-90% at 8 KiB, 86-89% with the hardware prefetcher alone (the AVX-512 kernel: 94-99%).
+// Each 16-output block of weight tiles is one contiguous stream; its lines are fetched two chunks
+// (2 KiB) ahead, and on into the next block near its end (MultiplyTiles). bench_linear at one token,
+// LM head 128256x768: 99-104% of the DRAM ceiling; 87-94% without running on into the next block,
+// 86-89% with the hardware prefetcher alone; 1 KiB and 8 KiB ahead measured no better.
 constexpr size_t kPrefetchAheadBytes = 2048;
 
 // Linux keeps the 8 KiB tile data state off until a process asks (arch_prctl, kernel >= 5.16).
