@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "benchmarks/comm_bench_values.h"
 #include "benchmarks/comm_peer.h"
 #include "comm/in_process_communicator.h"
 #include "common/thread_affinity.h"
@@ -30,8 +31,6 @@ const char* PeerCollectiveName(Collective c) {
 
 namespace {
 
-// Small integers, so every sum is exact in float and checking is exact.
-float InitValue(int rank, size_t i) { return static_cast<float>((rank + 1) * static_cast<int>(i % 7 + 1)); }
 
 // Element counts per rank buffer as nccl-tests sizes them: S is the total for AllGather and
 // ReduceScatter (count × n), the buffer for AllReduce and Broadcast.
@@ -74,7 +73,7 @@ void Fill(Collective c, RankBuffers& b, int rank, int n, size_t count, bool in_p
   const size_t input = (c == Collective::kReduceScatter) ? count * n : count;
   b.send.resize(input);
   b.recv.assign(c == Collective::kAllGather || c == Collective::kReduceScatter ? count * n : count, 0.0f);
-  for (size_t i = 0; i < input; ++i) b.send[i] = InitValue(rank, i);
+  for (size_t i = 0; i < input; ++i) b.send[i] = CommBenchInput(rank, i);
   if (rank == corrupt_rank && input > 0) b.send[input / 2] += 1.0f;
   if (in_place) {
     if (c == Collective::kAllGather) {
@@ -88,26 +87,21 @@ void Fill(Collective c, RankBuffers& b, int rank, int n, size_t count, bool in_p
 // Elements of this rank's result that differ from the collective's definition.
 size_t CountWrong(Collective c, const RankBuffers& b, int rank, int n, size_t count, bool in_place) {
   size_t wrong = 0;
-  auto sum_over_ranks = [&](size_t i) {
-    float s = 0;
-    for (int q = 0; q < n; ++q) s += InitValue(q, i);
-    return s;
-  };
   switch (c) {
     case Collective::kAllReduce:
-      for (size_t i = 0; i < count; ++i) wrong += b.recv[i] != sum_over_ranks(i);
+      for (size_t i = 0; i < count; ++i) wrong += b.recv[i] != CommBenchSum(n, i);
       break;
     case Collective::kBroadcast:
-      for (size_t i = 0; i < count; ++i) wrong += b.recv[i] != InitValue(0, i);
+      for (size_t i = 0; i < count; ++i) wrong += b.recv[i] != CommBenchInput(0, i);
       break;
     case Collective::kAllGather:
       for (int q = 0; q < n; ++q) {
-        for (size_t i = 0; i < count; ++i) wrong += b.recv[q * count + i] != InitValue(q, i);
+        for (size_t i = 0; i < count; ++i) wrong += b.recv[q * count + i] != CommBenchInput(q, i);
       }
       break;
     case Collective::kReduceScatter: {
       const float* out = in_place ? b.recv.data() + rank * count : b.recv.data();
-      for (size_t i = 0; i < count; ++i) wrong += out[i] != sum_over_ranks(rank * count + i);
+      for (size_t i = 0; i < count; ++i) wrong += out[i] != CommBenchSum(n, rank * count + i);
       break;
     }
   }

@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "benchmarks/comm_bench_values.h"
+
 namespace {
 
 struct Options {
@@ -54,8 +56,6 @@ bool Parse(int argc, char** argv, Options* o) {
           o->collective == "reduce_scatter" || o->collective == "broadcast");
 }
 
-// bench-comm's inputs: small integers, so sums are exact and checking is exact.
-float InitValue(int rank, size_t i) { return static_cast<float>((rank + 1) * static_cast<int>(i % 7 + 1)); }
 
 }  // namespace
 
@@ -90,7 +90,7 @@ int main(int argc, char** argv) {
     const size_t input = o.collective == "reduce_scatter" ? count * world : count;
     const size_t output = split ? count * world : count;
     std::vector<float> send(input), recv(o.collective == "reduce_scatter" ? count : output);
-    for (size_t i = 0; i < input; ++i) send[i] = InitValue(rank, i);
+    for (size_t i = 0; i < input; ++i) send[i] = tpserve::CommBenchInput(rank, i);
     const int n = static_cast<int>(count);
     auto call = [&] {
       if (o.collective == "all_reduce") {
@@ -116,12 +116,11 @@ int main(int argc, char** argv) {
     for (size_t i = 0; i < recv.size(); ++i) {
       float want = 0;
       if (o.collective == "all_reduce" || o.collective == "reduce_scatter") {
-        const size_t element = o.collective == "reduce_scatter" ? rank * count + i : i;
-        for (int q = 0; q < world; ++q) want += InitValue(q, element);
+        want = tpserve::CommBenchSum(world, o.collective == "reduce_scatter" ? rank * count + i : i);
       } else if (o.collective == "all_gather") {
-        want = InitValue(static_cast<int>(i / count), i % count);
+        want = tpserve::CommBenchInput(static_cast<int>(i / count), i % count);
       } else {
-        want = InitValue(0, i);
+        want = tpserve::CommBenchInput(0, i);
       }
       wrong += recv[i] != want;
     }
