@@ -89,9 +89,7 @@ Decoder::Decoder(const ModelConfig& config, RankWeights weights, RankKvCache* kv
 void Decoder::Embed(const Batch& batch, float* x) {
   const RankShape& s = weights_.shape;
   const int h = config_.hidden_size;
-  // A tied embedding is arranged for the LM head's kernel; an untied one stays row-major.
-  const cpu::WeightLayout embed_layout =
-      weights_.lm_head.bytes.empty() ? weights_.layout(h) : cpu::WeightLayout::kRowMajor;
+  const cpu::WeightLayout embed_layout = weights_.embed_layout();
   for (size_t t = 0; t < batch.ids.size(); ++t) {
     const int local = batch.ids[t] - s.vocab_begin;
     float* row = x + t * h;

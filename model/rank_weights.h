@@ -52,8 +52,12 @@ struct RankWeights {
   cpu::LinearKernel kernel = cpu::LinearKernel::kAvx512;
 
   const HostTensor& output_projection() const { return lm_head.bytes.empty() ? embed : lm_head; }
-  // The layout of a projection with `in` columns (the embedding shares the LM head's when tied).
+  // The layout of a projection with `in` columns.
   cpu::WeightLayout layout(int in) const { return cpu::PreferredLayout(kernel, in); }
+  // The embedding's: arranged with the LM head when tied to it, else row-major.
+  cpu::WeightLayout embed_layout() const {
+    return lm_head.bytes.empty() ? layout(static_cast<int>(embed.shape[1])) : cpu::WeightLayout::kRowMajor;
+  }
   size_t Bytes() const;
 };
 
