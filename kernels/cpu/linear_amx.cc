@@ -93,9 +93,9 @@ TPSERVE_TARGET_AVX512 void PackAvx512(const float* x, int tokens, int in, Packed
   const int chunks = in / kChunk;
   packed->tokens = tokens;
   packed->in = in;
-  packed->data.resize(static_cast<size_t>(packed->groups()) * chunks * 512);
+  packed->data.resize(static_cast<size_t>(packed->groups()) * chunks * kTileElements);
   if (tokens % kTokensPerGroup != 0) {  // the last group's unused rows multiply as zeros
-    std::fill(packed->data.end() - static_cast<ptrdiff_t>(chunks) * 512, packed->data.end(), 0);
+    std::fill(packed->data.end() - static_cast<ptrdiff_t>(chunks) * kTileElements, packed->data.end(), 0);
   }
   for (int t = 0; t < tokens; ++t) {
     const int row = t % kTokensPerGroup;
@@ -131,7 +131,7 @@ TPSERVE_TARGET_AMX void MultiplyTiles(const uint16_t* w, size_t block_bytes, int
   if constexpr (kGroups == 2) _tile_zero(2);
   if constexpr (kGroups == 2 && kOutTiles == 2) _tile_zero(3);
   for (int k = 0; k < chunks; ++k) {
-    const size_t offset = static_cast<size_t>(k) * 1024;
+    const size_t offset = static_cast<size_t>(k) * kTileElements * sizeof(uint16_t);
     // Each weight block is one contiguous stream, fetched 2 KiB ahead; near its end the prefetch
     // runs on into the next block's stream (kOutTiles blocks further on), so none starts cold.
     size_t ahead = offset + kPrefetchAheadBytes;

@@ -25,6 +25,7 @@ namespace tpserve::cpu::amx {
 constexpr int kTileRows = 16;        // outputs (weight rows) per B tile
 constexpr int kChunk = 32;           // bf16 elements of `in` per tile step
 constexpr int kTokensPerGroup = 8;   // tokens per A tile (hi and lo rows)
+constexpr int kTileElements = kTileRows * kChunk;  // bf16 per tile (A or B): 512, 1 KiB
 
 // Whether this CPU has AMX-BF16 and Linux let the process use the tile registers (asked once).
 bool Available();
@@ -39,7 +40,7 @@ struct PackedActivations {
   const uint16_t* tile(int group, int chunk) const { return data.data() + TileOffset(group, chunk); }
   uint16_t* tile(int group, int chunk) { return data.data() + TileOffset(group, chunk); }
   size_t TileOffset(int group, int chunk) const {
-    return (static_cast<size_t>(group) * (in / kChunk) + chunk) * 512;  // 512 bf16 = 1 KiB
+    return (static_cast<size_t>(group) * (in / kChunk) + chunk) * kTileElements;
   }
 };
 
