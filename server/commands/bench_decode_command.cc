@@ -25,11 +25,7 @@ void AddBenchDecodeCommand(CLI::App& app, CommandAction* action) {
          "--linear-kernel",
          [options](const std::vector<std::string>& names) {
            options->kernels.clear();
-           for (const std::string& name : names) {
-             auto kernel = cpu::ParseLinearKernel(name);
-             if (!kernel.ok()) throw CLI::ValidationError("--linear-kernel", kernel.status().message());
-             options->kernels.push_back(*kernel);
-           }
+           for (const std::string& name : names) options->kernels.push_back(LinearKernelFlag(name));
          },
          "Linear kernels to compare in one run, e.g. amx,avx512 (default: the fastest on this CPU)")
       ->delimiter(',');

@@ -6,6 +6,8 @@
 #include <functional>
 #include <string>
 
+#include "kernels/cpu/linear.h"
+
 namespace tpserve {
 
 using CommandAction = std::function<int()>;
@@ -24,8 +26,12 @@ void AddLoadgenCommand(CLI::App& app, CommandAction* action);
 #endif
 
 struct EngineOptions;
-// --tp, --threads, --block-size, --kv-cache-mb
+// --tp, --threads, --block-size, --kv-cache-mb, --kv-cache-blocks, --linear-kernel
 void AddEngineFlags(CLI::App* cmd, EngineOptions* engine);
+
+// A --linear-kernel value; throws CLI::ValidationError naming the flag when it is unknown or does
+// not run on this CPU.
+cpu::LinearKernel LinearKernelFlag(const std::string& name);
 
 // --plot FILE for the benchmark commands: renders and writes the chart when FILE is given.
 // Returns the exit code (1 after logging "<command>: --plot ..." when writing fails).

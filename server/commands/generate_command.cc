@@ -117,6 +117,12 @@ int Run(const GenerateOptions& options) {
 
 }  // namespace
 
+cpu::LinearKernel LinearKernelFlag(const std::string& name) {
+  auto kernel = cpu::ParseLinearKernel(name);
+  if (!kernel.ok()) throw CLI::ValidationError("--linear-kernel", kernel.status().message());
+  return *kernel;
+}
+
 void AddEngineFlags(CLI::App* cmd, EngineOptions* engine) {
   cmd->add_option("--tp", engine->tp, "Tensor-parallel degree (ranks)")->capture_default_str();
   cmd->add_option("--threads", engine->threads,
@@ -129,11 +135,7 @@ void AddEngineFlags(CLI::App* cmd, EngineOptions* engine) {
                   "Exact number of KV blocks (overrides --kv-cache-mb)");
   cmd->add_option_function<std::string>(
          "--linear-kernel",
-         [engine](const std::string& name) {
-           auto kernel = cpu::ParseLinearKernel(name);
-           if (!kernel.ok()) throw CLI::ValidationError("--linear-kernel", kernel.status().message());
-           engine->linear_kernel = *kernel;
-         },
+         [engine](const std::string& name) { engine->linear_kernel = LinearKernelFlag(name); },
          std::string("CPU kernel of every projection: amx, avx512 or portable (default: ") +
              cpu::LinearKernelName(engine->linear_kernel) + ", the fastest on this CPU)");
 }
