@@ -31,11 +31,7 @@ Status Generator::Validate(const GenerationRequest& r, size_t index) const {
       return InvalidArgument(who + "token id " + std::to_string(id) + " is outside the vocabulary");
     }
   }
-  const SamplingParams& s = r.sampling;
-  if (s.temperature < 0) return InvalidArgument(who + "temperature must be >= 0");
-  if (!(s.top_p > 0 && s.top_p <= 1)) return InvalidArgument(who + "top_p must be in (0, 1]");
-  if (s.top_k < 0) return InvalidArgument(who + "top_k must be >= 0");
-  return Status::Ok();
+  return ValidateSamplingParams(r.sampling, who);
 }
 
 Result<std::vector<GenerationOutput>> Generator::Run(const std::vector<GenerationRequest>& requests,

@@ -6,6 +6,18 @@
 
 namespace tpserve {
 
+Status ValidateSamplingParams(const SamplingParams& params, const std::string& prefix) {
+  if (!(params.temperature >= 0) || std::isinf(params.temperature)) {  // NaN fails the first test
+    return InvalidArgument(prefix + "temperature: must be a finite number >= 0, got " +
+                           std::to_string(params.temperature));
+  }
+  if (!(params.top_p > 0 && params.top_p <= 1)) {
+    return InvalidArgument(prefix + "top_p: must be in (0, 1], got " + std::to_string(params.top_p));
+  }
+  if (params.top_k < 0) return InvalidArgument(prefix + "top_k: must be >= 0, got " + std::to_string(params.top_k));
+  return Status::Ok();
+}
+
 std::vector<int32_t> BannedTokens(const SamplingParams& params, std::span<const int> eos_ids,
                                   int generated) {
   std::vector<int32_t> banned;
@@ -19,6 +31,98 @@ bool IsStopToken(const SamplingParams& params, std::span<const int> eos_ids, int
   const auto& stops = params.stop_token_ids;
   return std::find(stops.begin(), stops.end(), id) != stops.end() ||
          (!params.ignore_eos && std::find(eos_ids.begin(), eos_ids.end(), id) != eos_ids.end());
+}
+
+namespace {
+
+// `banned` is empty (nothing banned) or has one flag per vocabulary id.
+bool IsBanned(const std::vector<bool>& banned, int id) { return !banned.empty() && banned[id]; }
+
+// The largest logit's id (lowest id on ties), skipping banned ids; NaN logits never win.
+int32_t GreedyId(std::span<const float> logits, const std::vector<bool>& banned) {
+  auto banned_id = [&](int id) { return IsBanned(banned, id); };
+  const int vocab = static_cast<int>(logits.size());
+  // Two passes that the compiler vectorizes: the largest logit, then its first position.
+  // ~10x faster than one branchy pass over a 128k vocabulary.
+  float lanes[16];
+  std::fill(std::begin(lanes), std::end(lanes), -INFINITY);
+  int i = 0;
+  for (; i + 16 <= vocab; i += 16) {
+    for (int k = 0; k < 16; ++k) lanes[k] = logits[i + k] > lanes[k] ? logits[i + k] : lanes[k];
+  }
+  float best_value = -INFINITY;
+  for (; i < vocab; ++i) best_value = logits[i] > best_value ? logits[i] : best_value;
+  for (float lane : lanes) best_value = lane > best_value ? lane : best_value;
+  int best = 0;
+  while (best < vocab && logits[best] != best_value) ++best;
+  if (best == vocab || banned_id(best)) {  // all NaN/-inf, or the winner is banned
+    best = -1;
+    for (int id = 0; id < vocab; ++id) {
+      if (!banned_id(id) && (best < 0 || logits[id] > logits[best])) best = id;
+    }
+  }
+  return best;
+}
+
+}  // namespace
+
+// One draw from softmax(logits / temperature) restricted by top-k and top-p.
+int32_t Sampler::Draw(std::span<const float> logits, const SamplingParams& params,
+                      const std::vector<bool>& banned) {
+  auto banned_id = [&](int id) { return IsBanned(banned, id); };
+  const int vocab = static_cast<int>(logits.size());
+  // Candidates in descending logit order (ties: lower id first), then top-k, then top-p.
+  std::vector<int32_t> order(vocab);
+  std::iota(order.begin(), order.end(), 0);
+  order.erase(std::remove_if(order.begin(), order.end(), [&](int32_t id) { return banned_id(id); }),
+              order.end());
+  // Sorting 100k+ candidates costs milliseconds: only top-k / top-p need the order.
+  if (params.top_k > 0 || params.top_p < 1.0f) {
+    const size_t k = params.top_k > 0 ? std::min<size_t>(params.top_k, order.size()) : order.size();
+    std::partial_sort(order.begin(), order.begin() + k, order.end(), [&](int32_t a, int32_t b) {
+      return logits[a] != logits[b] ? logits[a] > logits[b] : a < b;
+    });
+    order.resize(k);
+  }
+  float max_logit = -INFINITY;  // NaN logits are skipped: std::max keeps its first argument
+  for (int32_t id : order) max_logit = std::max(max_logit, logits[id]);
+  if (!std::isfinite(max_logit)) return GreedyId(logits, banned);  // nothing finite to weigh
+  // exp((logit - max) / T) in double: the exponent is <= 0 for every finite T > 0, so no term
+  // overflows and the largest is exactly 1. (logit / T - max / T overflows float to inf - inf
+  // = NaN once T is ~1e-38.) NaN logits get probability 0.
+  const double temperature = params.temperature;
+  std::vector<double> probs(order.size());
+  double total = 0;
+  for (size_t i = 0; i < order.size(); ++i) {
+    const double exponent = (static_cast<double>(logits[order[i]]) - max_logit) / temperature;
+    probs[i] = exponent <= 0 ? std::exp(exponent) : 0.0;
+    total += probs[i];
+  }
+  size_t keep = order.size();
+  if (params.top_p < 1.0f) {
+    double cumulative = 0;
+    for (size_t i = 0; i < order.size(); ++i) {
+      cumulative += probs[i] / total;
+      if (cumulative >= params.top_p) {
+        keep = i + 1;  // the smallest prefix whose mass reaches top_p
+        break;
+      }
+    }
+  }
+  double kept = 0;
+  for (size_t i = 0; i < keep; ++i) kept += probs[i];
+  double u = Uniform() * kept;
+  // The last candidate with any mass catches rounding in the subtraction below.
+  size_t chosen = keep - 1;
+  while (chosen > 0 && probs[chosen] == 0) --chosen;
+  for (size_t i = 0; i < keep; ++i) {
+    if (u < probs[i]) {
+      chosen = i;
+      break;
+    }
+    u -= probs[i];
+  }
+  return order[chosen];
 }
 
 double Sampler::Uniform() {
@@ -44,76 +148,9 @@ SampledToken Sampler::Sample(std::span<const float> logits, const SamplingParams
     }
     if (count == vocab) is_banned.clear();  // nothing left to choose from: ignore the bans
   }
-  auto banned_id = [&](int id) { return !is_banned.empty() && is_banned[id]; };
-
   SampledToken result;
-  if (params.temperature <= 0.0f) {
-    // Two passes that the compiler vectorizes: the largest logit, then its first position
-    // (lowest id on ties). ~10x faster than one branchy pass over a 128k vocabulary.
-    float lanes[16];
-    std::fill(std::begin(lanes), std::end(lanes), -INFINITY);
-    int i = 0;
-    for (; i + 16 <= vocab; i += 16) {
-      for (int k = 0; k < 16; ++k) lanes[k] = logits[i + k] > lanes[k] ? logits[i + k] : lanes[k];
-    }
-    float best_value = -INFINITY;
-    for (; i < vocab; ++i) best_value = logits[i] > best_value ? logits[i] : best_value;
-    for (float lane : lanes) best_value = lane > best_value ? lane : best_value;
-    int best = 0;
-    while (best < vocab && logits[best] != best_value) ++best;
-    if (best == vocab || banned_id(best)) {  // all NaN/-inf, or the winner is banned
-      best = -1;
-      for (int id = 0; id < vocab; ++id) {
-        if (!banned_id(id) && (best < 0 || logits[id] > logits[best])) best = id;
-      }
-    }
-    result.id = best;
-  } else {
-    // Candidates in descending logit order (ties: lower id first), then top-k, then top-p.
-    std::vector<int32_t> order(vocab);
-    std::iota(order.begin(), order.end(), 0);
-    order.erase(std::remove_if(order.begin(), order.end(), [&](int32_t id) { return banned_id(id); }),
-                order.end());
-    // Sorting 100k+ candidates costs milliseconds: only top-k / top-p need the order.
-    if (params.top_k > 0 || params.top_p < 1.0f) {
-      const size_t k = params.top_k > 0 ? std::min<size_t>(params.top_k, order.size()) : order.size();
-      std::partial_sort(order.begin(), order.begin() + k, order.end(), [&](int32_t a, int32_t b) {
-        return logits[a] != logits[b] ? logits[a] > logits[b] : a < b;
-      });
-      order.resize(k);
-    }
-    std::vector<double> probs(order.size());
-    float max_logit = -INFINITY;
-    for (int32_t id : order) max_logit = std::max(max_logit, logits[id]);
-    const double top = max_logit / params.temperature;
-    double total = 0;
-    for (size_t i = 0; i < order.size(); ++i) {
-      probs[i] = std::exp(logits[order[i]] / params.temperature - top);
-      total += probs[i];
-    }
-    size_t keep = order.size();
-    if (params.top_p < 1.0f) {
-      double cumulative = 0;
-      for (size_t i = 0; i < order.size(); ++i) {
-        cumulative += probs[i] / total;
-        if (cumulative >= params.top_p) {
-          keep = i + 1;  // the smallest prefix whose mass reaches top_p
-          break;
-        }
-      }
-    }
-    double kept = 0;
-    for (size_t i = 0; i < keep; ++i) kept += probs[i];
-    double u = Uniform() * kept;
-    result.id = order[keep - 1];
-    for (size_t i = 0; i < keep; ++i) {
-      if (u < probs[i]) {
-        result.id = order[i];
-        break;
-      }
-      u -= probs[i];
-    }
-  }
+  const bool greedy = !(params.temperature >= kGreedyTemperature);  // NaN too
+  result.id = greedy ? GreedyId(logits, is_banned) : Draw(logits, params, is_banned);
   if (params.logprobs <= 0) return result;  // a full-vocabulary log-softmax costs ~0.5 ms: only on request
   // log-softmax of the raw logits.
   double max_logit = -INFINITY;

@@ -5,12 +5,19 @@
 
 #include <cstdint>
 #include <span>
+#include <string>
 #include <vector>
+
+#include "common/status.h"
 
 namespace tpserve {
 
+// Temperatures below this are greedy (vLLM's threshold): the softmax at such a temperature puts
+// all its mass on the largest logit anyway, and greedy breaks ties the same way every time.
+inline constexpr float kGreedyTemperature = 1e-5f;
+
 struct SamplingParams {
-  float temperature = 0.0f;  // 0: greedy
+  float temperature = 0.0f;  // < kGreedyTemperature: greedy; finite
   int top_k = 0;             // 0: no limit
   float top_p = 1.0f;        // (0, 1]
   uint64_t seed = 0;
@@ -31,6 +38,10 @@ struct SampledToken {
   std::vector<TokenLogprob> top;    // the `logprobs` most likely tokens, most likely first
 };
 
+// Checks the ranges every front end enforces (temperature finite and >= 0, top_p in (0, 1],
+// top_k >= 0); the message names the field as `prefix` + name, e.g. "sampling.temperature".
+Status ValidateSamplingParams(const SamplingParams& params, const std::string& prefix);
+
 // Ids that may not be sampled yet: the stop ids and, unless ignore_eos, the eos ids, while fewer
 // than min_tokens tokens have been generated (empty otherwise).
 std::vector<int32_t> BannedTokens(const SamplingParams& params, std::span<const int> eos_ids,
@@ -48,6 +59,9 @@ class Sampler {
                       std::span<const int32_t> banned = {});
 
  private:
+  // One draw from softmax(logits / temperature) restricted by top-k and top-p; `banned` is empty
+  // or has one flag per vocabulary id.
+  int32_t Draw(std::span<const float> logits, const SamplingParams& params, const std::vector<bool>& banned);
   double Uniform();  // [0, 1)
   uint64_t state_;   // SplitMix64
 };

@@ -58,7 +58,7 @@ struct EngineLoop::Request {
   int completion_tokens = 0;
   RequestTiming timing;
   Clock::time_point arrived, first_token, last_token;
-  bool scheduled = false;
+  bool scheduled = false;  // has been in a step; until then it holds one of --max-queue's slots
 };
 
 EngineLoop::EngineLoop(Engine* engine, const Tokenizer* tokenizer, const EngineLoopOptions& options,
@@ -117,7 +117,9 @@ Result<uint64_t> EngineLoop::Submit(ServeRequest request) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (stop_ || !healthy_) return Status(StatusCode::kUnavailable, "the engine is not serving");
-    if (metrics_->requests_waiting.load() + static_cast<int>(inbox_.size()) >= options_.max_queue) {
+    // Counted here, under the lock, and released on the request's first step or its end: the
+    // limit holds exactly however requests arrive between steps.
+    if (queued_ >= options_.max_queue) {
       return Status(StatusCode::kResourceExhausted,
                     "request queue is full (" + std::to_string(options_.max_queue) + " waiting)");
     }
@@ -125,6 +127,8 @@ Result<uint64_t> EngineLoop::Submit(ServeRequest request) {
     r->id = id;
     inbox_.push_back(std::move(r));
     ++in_flight_;
+    ++queued_;
+    metrics_->requests_waiting = queued_ + preempted_waiting_;
   }
   wake_.notify_one();
   return id;
@@ -196,13 +200,19 @@ void EngineLoop::Step() {
   metrics_->preemptions += decision.preempted.size();
   if (decision.plan.sequences.empty()) return;
   const auto now = Clock::now();
+  int started = 0;
   for (ScheduledSequence* s : decision.sequences) {
     Request& r = *requests_.at(s->id);
     if (!r.scheduled) {
       r.scheduled = true;
+      ++started;
       r.timing.queue_s = Seconds(r.arrived, now);
       metrics_->request_queue_time.Observe(r.timing.queue_s);
     }
+  }
+  if (started > 0) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    queued_ -= started;
   }
   auto result = engine_->Step(decision.plan);
   if (!result.ok()) {
@@ -319,8 +329,13 @@ void EngineLoop::Finish(uint64_t id, FinishReason reason) {
   UpdateGauges();
   r->request.sink->OnFinish(reason, static_cast<int>(r->request.prompt.size()), r->completion_tokens,
                             r->timing);
+  Release(*r);
+}
+
+void EngineLoop::Release(const Request& r) {
   std::lock_guard<std::mutex> lock(mutex_);
   --in_flight_;
+  if (!r.scheduled) --queued_;  // cancelled, timed out or failed before its first step
 }
 
 void EngineLoop::FailAll(const Status& status) {
@@ -339,14 +354,19 @@ void EngineLoop::FailAll(const Status& status) {
     scheduler_.Remove(id);
     metrics_->CountError(std::string(StatusCodeName(status.code())));
     r->request.sink->OnError(status);
-    std::lock_guard<std::mutex> lock(mutex_);
-    --in_flight_;
+    Release(*r);
   }
 }
 
 void EngineLoop::UpdateGauges() {
   metrics_->requests_running = scheduler_.running();
-  metrics_->requests_waiting = scheduler_.waiting();
+  {
+    // Waiting = not yet started (what --max-queue bounds) + preempted, waiting to resume.
+    const int preempted = scheduler_.preempted_waiting();
+    std::lock_guard<std::mutex> lock(mutex_);
+    preempted_waiting_ = preempted;
+    metrics_->requests_waiting = queued_ + preempted_waiting_;
+  }
   const KvBlockPool& pool = engine_->block_pool();
   metrics_->kv_blocks_free = pool.free_blocks();
   metrics_->kv_cache_usage =

@@ -60,7 +60,7 @@ struct ServeRequest {
 
 struct EngineLoopOptions {
   SchedulerOptions scheduler;
-  int max_queue = 256;      // waiting requests before RESOURCE_EXHAUSTED
+  int max_queue = 256;      // requests not yet started before RESOURCE_EXHAUSTED
   int max_wait_us = 1000;   // an idle engine waits this long for more requests to batch
   int max_model_len = 0;    // prompt + max_tokens limit (0: the model's)
 };
@@ -90,6 +90,7 @@ class EngineLoop {
   void ProcessToken(Request& r, const SampledToken& token);
   void Finish(uint64_t id, FinishReason reason);
   void FailAll(const Status& status);
+  void Release(const Request& r);  // gives back its in-flight count and, if never started, its queue slot
   void UpdateGauges();
 
   Engine* engine_;
@@ -108,6 +109,8 @@ class EngineLoop {
   std::vector<std::unique_ptr<Request>> inbox_;
   std::unordered_set<uint64_t> cancels_;
   int in_flight_ = 0;  // submitted and not yet finished
+  int queued_ = 0;     // submitted and not yet in a step: at most options_.max_queue
+  int preempted_waiting_ = 0;  // as of the last step
   uint64_t next_id_ = 1;
   bool stop_ = false;
   std::atomic<bool> healthy_{true};

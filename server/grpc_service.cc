@@ -4,6 +4,7 @@
 #include <mutex>
 
 #include "model/tokenizer/utf8.h"
+#include "server/request_wire.h"
 
 namespace tpserve {
 namespace {
@@ -25,9 +26,9 @@ void FillHistogram(const Histogram::Snapshot& h, v1::Histogram* out) {
 }
 
 // One Generate call: the sink the engine loop writes to, and the gRPC reactor that drains it one
-// write at a time. The engine thread and gRPC's threads meet only under `mutex_`; reactor methods
+// write at a time (serialized here: the method is registered raw, see ParseGenerateRequest). The engine thread and gRPC's threads meet only under `mutex_`; reactor methods
 // are called outside it (gRPC may run reactions inline).
-class GenerateCall final : public grpc::ServerWriteReactor<v1::GenerateResponse>,
+class GenerateCall final : public grpc::ServerWriteReactor<grpc::ByteBuffer>,
                            public std::enable_shared_from_this<GenerateCall> {
  public:
   // The sink handed to the engine loop. It keeps the call alive only through a weak pointer, so
@@ -73,7 +74,7 @@ class GenerateCall final : public grpc::ServerWriteReactor<v1::GenerateResponse>
   }
 
   void OnWriteDone(bool ok) override {
-    const v1::GenerateResponse* next = nullptr;
+    bool next = false;
     bool finish = false;
     {
       std::lock_guard<std::mutex> lock(mutex_);
@@ -83,13 +84,13 @@ class GenerateCall final : public grpc::ServerWriteReactor<v1::GenerateResponse>
         ok = false;
         finish = true;  // the client went away; OnCancel cancels the sequence
       } else if (!queue_.empty()) {
-        next = &queue_.front();
+        next = true;
         writing_ = true;
       } else {
         finish = final_queued_;
       }
     }
-    if (next) StartWrite(next);
+    if (next) WriteFront();
     if (finish) FinishOnce(ok ? final_status_ : grpc::Status::CANCELLED);
   }
 
@@ -115,7 +116,6 @@ class GenerateCall final : public grpc::ServerWriteReactor<v1::GenerateResponse>
  private:
   void Delta(std::string text, const std::vector<SampledToken>& tokens) {
     v1::GenerateResponse response;
-    response.set_request_id(request_id_);
     response.set_text(std::move(text));
     for (const SampledToken& t : tokens) {
       response.add_token_ids(t.id);
@@ -134,7 +134,6 @@ class GenerateCall final : public grpc::ServerWriteReactor<v1::GenerateResponse>
 
   void Final(FinishReason reason, int prompt_tokens, int completion_tokens, const RequestTiming& t) {
     v1::GenerateResponse response;
-    response.set_request_id(request_id_);
     response.set_finish_reason(ToProto(reason));
     response.set_prompt_tokens(prompt_tokens);
     response.set_completion_tokens(completion_tokens);
@@ -162,10 +161,16 @@ class GenerateCall final : public grpc::ServerWriteReactor<v1::GenerateResponse>
   }
 
   void Enqueue(v1::GenerateResponse response, bool last) {
-    const v1::GenerateResponse* start = nullptr;
+    bool start = false;
     {
       std::lock_guard<std::mutex> lock(mutex_);
       if (finished_ || cancelled_) return;
+      // The request id goes out once, on the first message: echoing it on every message let one
+      // client make the server send ~2,000x the bytes it received.
+      if (!request_id_sent_) {
+        response.set_request_id(std::move(request_id_));
+        request_id_sent_ = true;
+      }
       // While the client is slower than the engine, fold new deltas into the last queued message
       // (never into the one being written): fewer, larger messages instead of a growing backlog.
       if (queue_.size() >= 2 && queue_.back().finish_reason() == v1::FINISH_REASON_UNSPECIFIED) {
@@ -186,10 +191,23 @@ class GenerateCall final : public grpc::ServerWriteReactor<v1::GenerateResponse>
       final_queued_ = final_queued_ || last;
       if (!writing_) {
         writing_ = true;
-        start = &queue_.front();
+        start = true;
       }
     }
-    if (start) StartWrite(start);
+    if (start) WriteFront();
+  }
+
+  // Writes queue_.front(). Only one write is in flight (writing_), and the front is never merged
+  // into, so it is read here without the lock; deque::push_back keeps references valid.
+  void WriteFront() {
+    const v1::GenerateResponse* front;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      front = &queue_.front();
+    }
+    bool own_buffer = false;
+    grpc::SerializationTraits<v1::GenerateResponse>::Serialize(*front, &wire_, &own_buffer);
+    StartWrite(&wire_);
   }
 
   void FinishOnce(const grpc::Status& status) {
@@ -208,10 +226,12 @@ class GenerateCall final : public grpc::ServerWriteReactor<v1::GenerateResponse>
 
   std::mutex mutex_;
   std::deque<v1::GenerateResponse> queue_;  // front: the write in flight
+  grpc::ByteBuffer wire_;                   // queue_.front() serialized, while it is written
   bool writing_ = false;
   bool final_queued_ = false;
   bool finished_ = false;
   bool cancelled_ = false;
+  bool request_id_sent_ = false;
   grpc::Status final_status_ = grpc::Status::OK;
   uint64_t engine_id_ = 0;
 };
@@ -233,6 +253,10 @@ TpServeService::TpServeService(const ModelDirectory* model, EngineLoop* loop, En
 
 Result<ServeRequest> TpServeService::Validate(const v1::GenerateRequest& r) const {
   ServeRequest out;
+  if (r.request_id().size() > static_cast<size_t>(limits_.max_request_id_bytes)) {
+    return InvalidArgument("request_id: " + std::to_string(r.request_id().size()) + " bytes, at most " +
+                           std::to_string(limits_.max_request_id_bytes));
+  }
   out.request_id = r.request_id();
   if (r.prompt_case() == v1::GenerateRequest::kText) {
     if (r.text().empty()) return InvalidArgument("prompt: text is empty");
@@ -271,14 +295,6 @@ Result<ServeRequest> TpServeService::Validate(const v1::GenerateRequest& r) cons
   if (r.min_tokens() < 0 || r.min_tokens() > r.max_tokens()) {
     return InvalidArgument("min_tokens: must be in [0, max_tokens], got " + std::to_string(r.min_tokens()));
   }
-  const v1::SamplingParams& s = r.sampling();
-  if (!(s.temperature() >= 0)) {  // also rejects NaN
-    return InvalidArgument("sampling.temperature: must be >= 0, got " + std::to_string(s.temperature()));
-  }
-  if (!(s.top_p() >= 0 && s.top_p() <= 1)) {
-    return InvalidArgument("sampling.top_p: must be in (0, 1], got " + std::to_string(s.top_p()));
-  }
-  if (s.top_k() < 0) return InvalidArgument("sampling.top_k: must be >= 0, got " + std::to_string(s.top_k()));
   if (r.logprobs() < 0 || r.logprobs() > limits_.max_logprobs) {
     return InvalidArgument("logprobs: must be in [0, " + std::to_string(limits_.max_logprobs) + "], got " +
                            std::to_string(r.logprobs()));
@@ -301,6 +317,7 @@ Result<ServeRequest> TpServeService::Validate(const v1::GenerateRequest& r) cons
   if (r.stop_token_ids_size() > limits_.max_stop_strings) {
     return InvalidArgument("stop_token_ids: at most " + std::to_string(limits_.max_stop_strings));
   }
+  const v1::SamplingParams& s = r.sampling();
   out.sampling = {.temperature = s.temperature(),
                   .top_k = s.top_k(),
                   .top_p = s.top_p() == 0 ? 1.0f : s.top_p(),
@@ -309,20 +326,31 @@ Result<ServeRequest> TpServeService::Validate(const v1::GenerateRequest& r) cons
                   .ignore_eos = r.ignore_eos(),
                   .logprobs = r.logprobs(),
                   .stop_token_ids = {r.stop_token_ids().begin(), r.stop_token_ids().end()}};
+  RETURN_IF_ERROR(ValidateSamplingParams(out.sampling, "sampling."));
   return out;
 }
 
-grpc::ServerWriteReactor<v1::GenerateResponse>* TpServeService::Generate(
-    grpc::CallbackServerContext* /*context*/, const v1::GenerateRequest* request) {
-  auto call = std::make_shared<GenerateCall>(loop_, request->request_id(), metrics_);
-  if (draining_) {
-    call->Start(Status(StatusCode::kUnavailable, "the server is shutting down"));
-  } else if (!loop_->healthy()) {
-    call->Start(Status(StatusCode::kUnavailable, "the engine has failed; retry on another server"));
-  } else {
-    call->Start(Validate(*request));
+grpc::ServerWriteReactor<grpc::ByteBuffer>* TpServeService::Generate(grpc::CallbackServerContext* /*context*/,
+                                                                     const grpc::ByteBuffer* wire) {
+  Result<ServeRequest> request = Status(StatusCode::kUnavailable, "the server is shutting down");
+  if (!draining_ && !loop_->healthy()) {
+    request = Status(StatusCode::kUnavailable, "the engine has failed; retry on another server");
+  } else if (!draining_) {
+    request = ParseAndValidate(*wire);
   }
+  auto call = std::make_shared<GenerateCall>(loop_, request.ok() ? request->request_id : "", metrics_);
+  call->Start(std::move(request));
   return call.get();
+}
+
+Result<ServeRequest> TpServeService::ParseAndValidate(const grpc::ByteBuffer& wire) const {
+  std::vector<grpc::Slice> slices;
+  if (!wire.Dump(&slices).ok()) return InvalidArgument("request: no message");
+  std::string bytes;
+  bytes.reserve(wire.Length());
+  for (const grpc::Slice& slice : slices) bytes.append(reinterpret_cast<const char*>(slice.begin()), slice.size());
+  ASSIGN_OR_RETURN(v1::GenerateRequest request, ParseGenerateRequest(bytes, limits_.max_request_bytes));
+  return Validate(request);
 }
 
 grpc::ServerUnaryReactor* TpServeService::ModelInfo(grpc::CallbackServerContext* context,

@@ -14,22 +14,26 @@ namespace tpserve {
 
 struct ServiceLimits {
   int max_model_len = 0;        // prompt + max_tokens
+  int max_request_id_bytes = 256;  // echoed once in the response and in the logs
   int max_stop_strings = 16;
   int max_stop_bytes = 256;
   int max_logprobs = 20;
   int max_prompt_token_ids = 1 << 20;
+  size_t max_request_bytes = 1 << 20;  // a larger Generate request is RESOURCE_EXHAUSTED
 };
 
 // Maps tpserve's Status to gRPC's (the codes share their numbers).
 grpc::Status ToGrpcStatus(const Status& status);
 
-class TpServeService final : public v1::TpServe::CallbackService {
+// Generate is registered raw (bytes in, bytes out) so that the server, not protobuf, checks the
+// request's size and UTF-8: every refusal then names its field and is counted.
+class TpServeService final : public v1::TpServe::WithRawCallbackMethod_Generate<v1::TpServe::CallbackService> {
  public:
   TpServeService(const ModelDirectory* model, EngineLoop* loop, Engine* engine, ServerMetrics* metrics,
                  const EngineLoopOptions& loop_options, const ServiceLimits& limits);
 
-  grpc::ServerWriteReactor<v1::GenerateResponse>* Generate(grpc::CallbackServerContext* context,
-                                                           const v1::GenerateRequest* request) override;
+  grpc::ServerWriteReactor<grpc::ByteBuffer>* Generate(grpc::CallbackServerContext* context,
+                                                       const grpc::ByteBuffer* request) override;
   grpc::ServerUnaryReactor* ModelInfo(grpc::CallbackServerContext* context,
                                       const v1::ModelInfoRequest* request,
                                       v1::ModelInfoResponse* response) override;
@@ -43,6 +47,8 @@ class TpServeService final : public v1::TpServe::CallbackService {
   Result<ServeRequest> Validate(const v1::GenerateRequest& request) const;
 
  private:
+  Result<ServeRequest> ParseAndValidate(const grpc::ByteBuffer& wire) const;
+
   const ModelDirectory* model_;
   EngineLoop* loop_;
   Engine* engine_;

@@ -4,10 +4,10 @@
 
 namespace tpserve {
 
-MetricsHttpServer::MetricsHttpServer(const ServerMetrics* metrics)
-    : metrics_(metrics), server_(std::make_unique<httplib::Server>()) {
+MetricsHttpServer::MetricsHttpServer(std::function<std::string()> render)
+    : render_(std::move(render)), server_(std::make_unique<httplib::Server>()) {
   server_->Get("/metrics", [this](const httplib::Request&, httplib::Response& response) {
-    response.set_content(metrics_->RenderPrometheus(), "text/plain; version=0.0.4");
+    response.set_content(render_(), "text/plain; version=0.0.4");
   });
 }
 

@@ -1,12 +1,13 @@
 // Serves GET /metrics (Prometheus text format) over HTTP with cpp-httplib, on its own thread.
+// The page is what `render` returns at the time of the request.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
 
 #include "common/status.h"
-#include "server/metrics.h"
 
 namespace httplib {
 class Server;
@@ -16,7 +17,7 @@ namespace tpserve {
 
 class MetricsHttpServer {
  public:
-  explicit MetricsHttpServer(const ServerMetrics* metrics);
+  explicit MetricsHttpServer(std::function<std::string()> render);
   ~MetricsHttpServer();
 
   // Binds host:port (port 0 picks a free one) and starts serving; returns the bound port.
@@ -24,7 +25,7 @@ class MetricsHttpServer {
   void Stop();
 
  private:
-  const ServerMetrics* metrics_;
+  std::function<std::string()> render_;
   std::unique_ptr<httplib::Server> server_;
   std::thread thread_;
 };

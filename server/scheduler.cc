@@ -36,6 +36,11 @@ bool Scheduler::Reserve(ScheduledSequence& s, size_t positions) {
   return true;
 }
 
+int Scheduler::preempted_waiting() const {
+  return static_cast<int>(std::count_if(waiting_.begin(), waiting_.end(),
+                                        [](const auto& s) { return s->preemptions > 0; }));
+}
+
 void Scheduler::Preempt(ScheduledSequence& s) {
   FreeBlocks(s);
   s.computed = 0;  // recompute prompt and generated tokens when readmitted

@@ -54,6 +54,8 @@ class Scheduler {
 
   int running() const { return static_cast<int>(running_.size()); }
   int waiting() const { return static_cast<int>(waiting_.size()); }
+  // Waiting sequences that ran before and were preempted (the others have never started).
+  int preempted_waiting() const;
   bool idle() const { return running_.empty() && waiting_.empty(); }
 
  private:

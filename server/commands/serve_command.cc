@@ -11,11 +11,14 @@
 #include "model/model_directory.h"
 #include "server/commands/commands.h"
 #include "server/engine_loop.h"
+#include "server/grpc_call_counts.h"
 #include "server/grpc_service.h"
 #include "server/metrics_http.h"
 
 namespace tpserve {
 namespace {
+
+constexpr size_t kGrpcMessageBackstopFactor = 16;
 
 struct ServeOptions {
   std::string model;
@@ -23,10 +26,22 @@ struct ServeOptions {
   int port = 50051;
   int metrics_port = 9090;
   int drain_seconds = 30;
-  int max_message_bytes = 1 << 20;
+  size_t max_request_bytes = 1 << 20;  // Generate requests: checked and counted by the service
   EngineOptions engine;
   EngineLoopOptions loop;
 };
+
+// The methods this server offers, as gRPC names them: the labels of tpserve_grpc_server_handled_total.
+std::vector<std::string> KnownMethods() {
+  std::vector<std::string> methods = {"/grpc.health.v1.Health/Check", "/grpc.health.v1.Health/Watch",
+                                      "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo"};
+  const google::protobuf::ServiceDescriptor* service =
+      v1::GenerateRequest::descriptor()->file()->FindServiceByName("TpServe");
+  for (int i = 0; service && i < service->method_count(); ++i) {
+    methods.push_back("/" + service->full_name() + "/" + service->method(i)->name());
+  }
+  return methods;
+}
 
 // Blocks until SIGTERM or SIGINT (both are blocked in every thread, so only this wait sees them).
 int WaitForSignal(const sigset_t& signals) {
@@ -59,10 +74,13 @@ int Run(const ServeOptions& options) {
   }
   ServerMetrics metrics;
   EngineLoop loop(engine->get(), &model->tokenizer, loop_options, &metrics);
-  ServiceLimits limits{.max_model_len = loop_options.max_model_len};
+  ServiceLimits limits{.max_model_len = loop_options.max_model_len,
+                       .max_request_bytes = options.max_request_bytes};
   TpServeService service(&*model, &loop, engine->get(), &metrics, loop_options, limits);
 
-  MetricsHttpServer metrics_http(&metrics);  // first: nothing to unwind if its port is taken
+  GrpcCallCounts grpc_calls(KnownMethods());
+  // First: nothing to unwind if its port is taken.
+  MetricsHttpServer metrics_http([&] { return metrics.RenderPrometheus() + grpc_calls.RenderPrometheus(); });
   auto metrics_port = metrics_http.Start(options.host, options.metrics_port);
   if (!metrics_port.ok()) {
     spdlog::error("serve: {}", metrics_port.status().message());
@@ -74,8 +92,13 @@ int Run(const ServeOptions& options) {
   int grpc_port = 0;
   builder.AddListeningPort(options.host + ":" + std::to_string(options.port),
                            grpc::InsecureServerCredentials(), &grpc_port);
-  builder.SetMaxReceiveMessageSize(options.max_message_bytes);
+  // gRPC's own limit is a backstop well above the service's: a refusal by gRPC reaches no handler
+  // and so no metric, while the service's names the size and is counted.
+  builder.SetMaxReceiveMessageSize(static_cast<int>(kGrpcMessageBackstopFactor * options.max_request_bytes));
   builder.RegisterService(&service);
+  std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
+  interceptors.push_back(grpc_calls.MakeInterceptorFactory());
+  builder.experimental().SetInterceptorCreators(std::move(interceptors));
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (!server || grpc_port == 0) {
     spdlog::error("serve: cannot listen on {}:{}", options.host, options.port);
@@ -142,6 +165,9 @@ void AddServeCommand(CLI::App& app, CommandAction* action) {
       ->check(CLI::PositiveNumber)->capture_default_str();
   cmd->add_option("--max-queue", options->loop.max_queue, "Waiting requests before RESOURCE_EXHAUSTED")
       ->check(CLI::PositiveNumber)->capture_default_str();
+  cmd->add_option("--max-request-bytes", options->max_request_bytes,
+                  "Largest Generate request accepted (RESOURCE_EXHAUSTED beyond, counted in the metrics)")
+      ->check(CLI::Range(size_t{64}, size_t{64} << 20))->capture_default_str();
   cmd->add_option("--drain-seconds", options->drain_seconds, "Grace period on SIGTERM")->capture_default_str();
   // Fault injection for tests (hidden from --help): every rank fails engine step N.
   cmd->add_option("--debug-fail-at-step", options->engine.fail_at_step)->group("");

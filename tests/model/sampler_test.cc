@@ -55,6 +55,72 @@ TEST(Sampler, TemperatureOneFollowsTheSoftmax) {
   }
 }
 
+// The log-probability of `id` under softmax(logits / T), in long double from the definition:
+// log p = (l_id - max) / T - log(sum_j exp((l_j - max) / T)). -inf means "impossible".
+long double LogSoftmaxAt(const std::vector<float>& logits, double temperature, int id) {
+  long double max = -INFINITY;
+  for (float l : logits) max = std::max<long double>(max, l);
+  long double z = 0;
+  for (float l : logits) z += std::exp((static_cast<long double>(l) - max) / temperature);
+  return (static_cast<long double>(logits[id]) - max) / temperature - std::log(z);
+}
+
+// Issue 9: logit / T overflowed float for T ~ 1e-38 (inf - inf = NaN), and the draw fell through
+// to the last vocabulary id. Every finite temperature must draw a token the softmax allows, and
+// temperatures below kGreedyTemperature must be greedy.
+TEST(Sampler, EveryFiniteTemperatureDrawsATokenTheSoftmaxAllows) {
+  // Logits as large as a real model's, over a vocabulary whose last id has a low logit.
+  std::vector<float> logits(1000);
+  for (size_t i = 0; i < logits.size(); ++i) logits[i] = 40.0f * std::sin(0.37f * i) + 0.01f * i;
+  logits.back() = -50.0f;
+  const int greedy = Sampler(0).Sample(logits, {}).id;
+  for (int exponent = -45; exponent <= 3; ++exponent) {
+    for (float mantissa : {1.0f, 3.0f}) {
+      const float temperature = mantissa * std::pow(10.0f, static_cast<float>(exponent));
+      if (!(temperature > 0) || std::isinf(temperature)) continue;  // 1e-46 rounds to 0
+      for (SamplingParams params : {SamplingParams{.temperature = temperature},
+                                    SamplingParams{.temperature = temperature, .top_k = 50},
+                                    SamplingParams{.temperature = temperature, .top_p = 0.9f}}) {
+        Sampler sampler(7);
+        for (int draw = 0; draw < 8; ++draw) {
+          const int id = sampler.Sample(logits, params).id;
+          ASSERT_GE(id, 0);
+          ASSERT_LT(id, static_cast<int>(logits.size()));
+          EXPECT_TRUE(std::isfinite(LogSoftmaxAt(logits, temperature, id)))
+              << "T=" << temperature << " drew id " << id << ", which the softmax gives probability 0";
+          if (temperature < kGreedyTemperature) {
+            EXPECT_EQ(id, greedy) << "T=" << temperature;
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(Sampler, NonFiniteLogitsNeverWinADraw) {
+  std::vector<float> logits = kLogits;
+  logits[3] = std::nanf("");
+  logits[7] = -INFINITY;
+  Sampler sampler(3);
+  for (int i = 0; i < 2000; ++i) {
+    const int id = sampler.Sample(logits, {.temperature = 1.0f}).id;
+    EXPECT_NE(id, 3);
+    EXPECT_NE(id, 7);
+  }
+}
+
+TEST(Sampler, ValidationNamesTheFieldAndRefusesNonFiniteTemperatures) {
+  EXPECT_TRUE(ValidateSamplingParams({.temperature = 1e-38f}, "sampling.").ok());
+  EXPECT_TRUE(ValidateSamplingParams({.temperature = 3e38f}, "sampling.").ok());
+  for (float bad : {-1.0f, std::nanf(""), INFINITY}) {
+    Status status = ValidateSamplingParams({.temperature = bad}, "sampling.");
+    EXPECT_EQ(status.code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(status.message().find("sampling.temperature"), std::string::npos) << status.message();
+  }
+  EXPECT_NE(ValidateSamplingParams({.top_p = 0.0f}, "x.").message().find("x.top_p"), std::string::npos);
+  EXPECT_NE(ValidateSamplingParams({.top_k = -1}, "x.").message().find("x.top_k"), std::string::npos);
+}
+
 TEST(Sampler, TopKAndTopPNeverPickExcludedTokens) {
   Sampler sampler(5);
   std::set<int32_t> seen;
