@@ -206,6 +206,7 @@ class GenerateCall final : public grpc::ServerWriteReactor<grpc::ByteBuffer>,
       front = &queue_.front();
     }
     bool own_buffer = false;
+    wire_.Clear();  // the previous message's bytes: written by now
     grpc::SerializationTraits<v1::GenerateResponse>::Serialize(*front, &wire_, &own_buffer);
     StartWrite(&wire_);
   }

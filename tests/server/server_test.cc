@@ -8,6 +8,8 @@
 
 #include <future>
 #include <regex>
+#include <sstream>
+#include <thread>
 
 #include "tests/model/engine_test_util.h"
 #include "tests/server/server_process.h"
@@ -24,6 +26,7 @@ struct Outcome {
   std::vector<int32_t> ids;
   v1::GenerateResponse last;
   int messages = 0;
+  std::vector<std::string> request_ids;  // per message
 };
 
 Outcome Generate(v1::TpServe::Stub& stub, const v1::GenerateRequest& request, double timeout_s = 120,
@@ -36,6 +39,7 @@ Outcome Generate(v1::TpServe::Stub& stub, const v1::GenerateRequest& request, do
   v1::GenerateResponse response;
   while (reader->Read(&response)) {
     ++out.messages;
+    out.request_ids.push_back(response.request_id());
     out.text += response.text();
     out.ids.insert(out.ids.end(), response.token_ids().begin(), response.token_ids().end());
     if (response.finish_reason() != v1::FINISH_REASON_UNSPECIFIED) out.last = response;
@@ -74,6 +78,30 @@ int HealthStatus(const std::string& target) {
   std::string bytes;
   for (auto& slice : slices) bytes.append(reinterpret_cast<const char*>(slice.begin()), slice.size());
   return bytes.size() == 2 && bytes[0] == 0x08 ? bytes[1] : -1;
+}
+
+// One sample of /metrics, e.g. `tpserve_request_errors_total{code="INVALID_ARGUMENT"}`; 0 when the
+// series is not there yet, -1 when the page cannot be read.
+double MetricValue(int metrics_port, const std::string& series) {
+  httplib::Client http("127.0.0.1", metrics_port);
+  auto res = http.Get("/metrics");
+  if (!res || res->status != 200) return -1;
+  const size_t at = res->body.find("\n" + series + " ");
+  if (at == std::string::npos) return 0;
+  return std::stod(res->body.substr(at + series.size() + 2));
+}
+
+// The sum of every series of /metrics whose name and labels start with `prefix`.
+double MetricSum(int metrics_port, const std::string& prefix) {
+  httplib::Client http("127.0.0.1", metrics_port);
+  auto res = http.Get("/metrics");
+  if (!res || res->status != 200) return -1;
+  double sum = 0;
+  std::istringstream lines(res->body);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind(prefix, 0) == 0) sum += std::stod(line.substr(line.rfind(' ') + 1));
+  }
+  return sum;
 }
 
 std::vector<std::string> ServeArgs(std::vector<std::string> extra) {
@@ -161,7 +189,15 @@ TEST_F(Server, BadRequestsFailAloneNamingTheField) {
        "token id 999999 is outside the vocabulary"},
       {[](auto& r) { for (int i = 0; i < 17; ++i) r.add_stop("s" + std::to_string(i)); }, "stop: 17 strings"},
       {[](auto& r) { r.set_logprobs(100); }, "logprobs: must be in [0, 20]"},
+      {[](auto& r) { r.mutable_sampling()->set_temperature(INFINITY); }, "sampling.temperature: must be a finite"},
+      {[](auto& r) { r.set_request_id(std::string(257, 'x')); }, "request_id: 257 bytes, at most 256"},
+      // Invalid UTF-8 in a proto3 string: read by the server, not refused by protobuf unnamed.
+      {[](auto& r) { r.set_text("ok \xC3\x28 not"); }, "prompt: text is not valid UTF-8 (byte 3 of 9)"},
+      {[](auto& r) { r.add_stop("fine"); r.add_stop("\xFF"); }, "stop[1] is not valid UTF-8"},
+      {[](auto& r) { r.set_request_id("id \xE2\x82"); }, "request_id is not valid UTF-8"},
   };
+  const std::string invalid = "tpserve_request_errors_total{code=\"INVALID_ARGUMENT\"}";
+  const double invalid_before = MetricValue(server_->metrics_port(), invalid);
   for (const Case& c : cases) {
     v1::GenerateRequest r = Greedy("Hello", 4);
     c.mutate(r);
@@ -170,19 +206,50 @@ TEST_F(Server, BadRequestsFailAloneNamingTheField) {
     EXPECT_NE(o.status.error_message().find(c.message), std::string::npos)
         << "got: " << o.status.error_message();
   }
-  // Larger than the server's 1 MiB message limit: refused by gRPC itself.
+  // Every refusal is counted (issue 9: invalid UTF-8 was refused by protobuf, uncounted).
+  EXPECT_EQ(MetricValue(server_->metrics_port(), invalid), invalid_before + cases.size());
+  // Larger than the server's 1 MiB request limit: refused by the service, naming the sizes, and
+  // counted.
+  const std::string exhausted = "tpserve_request_errors_total{code=\"RESOURCE_EXHAUSTED\"}";
+  const double exhausted_before = MetricValue(server_->metrics_port(), exhausted);
   Outcome huge = Generate(*stub, Greedy(std::string(2 << 20, 'a'), 4));
   EXPECT_EQ(huge.status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
-  // Invalid UTF-8 in a proto3 string: protobuf refuses to parse it before the handler runs, and
-  // gRPC 1.51 answers UNIMPLEMENTED with no message (documented in docs/API.md). The request
-  // fails alone, nothing crashes.
-  Outcome bad_utf8 = Generate(*stub, Greedy("ok \xC3\x28 not", 4));
-  EXPECT_EQ(bad_utf8.status.error_code(), grpc::StatusCode::UNIMPLEMENTED) << bad_utf8.status.error_message();
-  EXPECT_TRUE(bad_utf8.ids.empty());
+  EXPECT_NE(huge.status.error_message().find("larger than the server's limit of 1048576"), std::string::npos)
+      << huge.status.error_message();
+  EXPECT_EQ(MetricValue(server_->metrics_port(), exhausted), exhausted_before + 1);
+  // libprotobuf's parser never saw the bad strings, so it logged nothing.
+  EXPECT_EQ(server_->log().find("invalid UTF-8"), std::string::npos) << server_->log();
   // And the server keeps serving.
   Outcome good = Generate(*stub, Greedy("Hello", 4));
   EXPECT_TRUE(good.status.ok()) << good.status.error_message();
   EXPECT_EQ(good.ids.size(), 4u);
+}
+
+// Issue 9: logit / temperature overflowed float at T = 1e-38 and every token was the last id.
+TEST_F(Server, TinyPositiveTemperaturesAreGreedy) {
+  auto stub = Stub();
+  const Outcome greedy = Generate(*stub, Greedy("The capital of France is", 6));
+  ASSERT_TRUE(greedy.status.ok()) << greedy.status.error_message();
+  for (float temperature : {1e-45f, 1e-38f, 1e-20f, 9e-6f}) {
+    v1::GenerateRequest r = Greedy("The capital of France is", 6);
+    r.mutable_sampling()->set_temperature(temperature);
+    r.mutable_sampling()->set_seed(7);
+    const Outcome o = Generate(*stub, r);
+    ASSERT_TRUE(o.status.ok()) << o.status.error_message();
+    EXPECT_EQ(o.ids, greedy.ids) << "temperature " << temperature;
+  }
+}
+
+// Issue 9: the request id was echoed on every message (a 1 MB id made the server send 193 MB).
+TEST_F(Server, RequestIdIsSentOnceOnTheFirstMessage) {
+  auto stub = Stub();
+  v1::GenerateRequest r = Greedy("Count to ten", 12);
+  r.set_request_id(std::string(256, 'r'));  // the largest accepted
+  const Outcome o = Generate(*stub, r);
+  ASSERT_TRUE(o.status.ok()) << o.status.error_message();
+  ASSERT_GE(o.messages, 2);
+  EXPECT_EQ(o.request_ids[0], r.request_id());
+  for (int i = 1; i < o.messages; ++i) EXPECT_EQ(o.request_ids[i], "") << "message " << i;
 }
 
 TEST_F(Server, CancellationFreesKvBlocks) {
@@ -338,6 +405,69 @@ TEST(ServerLimits, QueueFullIsResourceExhausted) {
   EXPECT_EQ(server.Stop(), 0);
 }
 
+// Issue 9: refusals made by gRPC itself and calls cancelled before their handler ran were in no
+// metric. Now every call the transport saw is in tpserve_grpc_server_calls_total, every call that
+// reached a handler in tpserve_grpc_server_handled_total, and every Generate handled is counted
+// once, by finish reason or error code.
+TEST(ServerLimits, EveryCallIsCountedIncludingRefusedAndCancelledOnes) {
+  ServerProcess server;
+  ASSERT_TRUE(server.Start(ServeArgs({"--tp", "1", "--max-request-bytes", "4096"}))) << server.log();
+  auto stub = v1::TpServe::NewStub(grpc::CreateChannel(server.grpc_target(), grpc::InsecureChannelCredentials()));
+  const int port = server.metrics_port();
+  auto started = [&] { return MetricValue(port, "tpserve_grpc_server_calls_total{outcome=\"started\"}"); };
+  auto handled = [&] { return MetricSum(port, "tpserve_grpc_server_handled_total{"); };
+  const std::string generate_handled =
+      "tpserve_grpc_server_handled_total{method=\"/tpserve.v1.TpServe/Generate\"}";
+  auto generate_outcomes = [&] {
+    return MetricSum(port, "tpserve_requests_total{") + MetricSum(port, "tpserve_request_errors_total{");
+  };
+  ASSERT_TRUE(Generate(*stub, Greedy("warm up", 2)).status.ok());
+
+  // Over the service's limit: named and counted. Over gRPC's backstop (16x): refused by gRPC
+  // before any handler, and visible as a call started but not handled.
+  const double started_before = started(), handled_before = handled();
+  Outcome over = Generate(*stub, Greedy(std::string(5000, 'a'), 2));
+  EXPECT_EQ(over.status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_NE(over.status.error_message().find("larger than the server's limit of 4096"), std::string::npos)
+      << over.status.error_message();
+  Outcome far_over = Generate(*stub, Greedy(std::string(100000, 'a'), 2));
+  EXPECT_EQ(far_over.status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_EQ(started() - started_before, 2);
+  EXPECT_EQ(handled() - handled_before, 1);
+
+  // A cancellation storm: calls cancelled at once, as soon as they start, or after a token.
+  constexpr int kCalls = 120;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = t; i < kCalls; i += 4) {
+        grpc::ClientContext context;
+        auto reader = stub->Generate(&context, Greedy("storm " + std::to_string(i), 50));
+        v1::GenerateResponse response;
+        if (i % 3 == 1) reader->Read(&response);
+        context.TryCancel();
+        while (reader->Read(&response)) {
+        }
+        reader->Finish();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  // Every Generate that reached its handler ends in exactly one request counter, and every call
+  // the transport started either reached a handler or is the difference between the two.
+  double generated = 0, outcomes = -1;
+  for (int i = 0; i < 200 && generated != outcomes; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    generated = MetricValue(port, generate_handled);
+    outcomes = generate_outcomes();
+  }
+  EXPECT_EQ(generated, outcomes);
+  EXPECT_GE(started(), handled());
+  EXPECT_GT(MetricValue(port, "tpserve_requests_total{finish_reason=\"cancelled\"}"), 0);
+  EXPECT_TRUE(Generate(*stub, Greedy("still serving", 2)).status.ok());
+  EXPECT_EQ(server.Stop(), 0);
+}
+
 TEST(ServerLimits, PreemptionAndChunkedPrefillKeepOutputsExact) {
   ServerProcess reference, tight;
   ASSERT_TRUE(reference.Start(ServeArgs({"--tp", "1"}))) << reference.log();
@@ -415,7 +545,9 @@ TEST(ServerLimits, EngineFaultIsUnavailableAndHealthTurnsNotServing) {
 
 TEST(ServerLimits, SigtermDrainsInFlightRequests) {
   ServerProcess server;
-  ASSERT_TRUE(server.Start(ServeArgs({"--tp", "1"}))) << server.log();
+  // The drain must outlast the stream on any CPU: with the portable kernel (no AVX-512) the tiny
+  // model's 1000 tokens take ~30 s on this class of machine.
+  ASSERT_TRUE(server.Start(ServeArgs({"--tp", "1", "--drain-seconds", "300"}))) << server.log();
   auto stub = v1::TpServe::NewStub(grpc::CreateChannel(server.grpc_target(), grpc::InsecureChannelCredentials()));
   std::promise<void> first_token;
   auto running = std::async(std::launch::async, [&] {
