@@ -21,7 +21,8 @@ Result<CudaProbe> ProbeCudaBackend() {
     return Status(StatusCode::kUnavailable,
                   count == 0 ? std::string("no CUDA device") : std::string(report));
   }
-  return CudaProbe{path, count, report};
+  const bool has_decoder = dlsym(module, "tpserve_cuda_create_rank") != nullptr;
+  return CudaProbe{path, count, report, has_decoder};
 }
 
 }  // namespace tpserve

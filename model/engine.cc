@@ -27,6 +27,10 @@ Engine::Engine(const ModelConfig& config, const EngineOptions& options)
 Result<std::unique_ptr<Engine>> Engine::Create(const ModelDirectory& model,
                                                const EngineOptions& options) {
   const ModelConfig& c = model.config;
+  if (options.device != DeviceKind::kCpu) {
+    return Unimplemented(std::string("--device ") + DeviceKindName(options.device) +
+                         ": this engine runs CPU ranks only (resolve auto first; no CUDA decoder yet)");
+  }
   RETURN_IF_ERROR(CheckTensorParallel(c, options.tp));
   if (options.block_size < 1) return InvalidArgument("--block-size must be at least 1");
   if (options.kv_cache_mb < 1) return InvalidArgument("--kv-cache-mb must be at least 1");

@@ -12,12 +12,16 @@
 #include "common/status.h"
 #include "kernels/cpu/linear.h"
 #include "model/kv_cache.h"
+#include "kernels/device_choice.h"
 #include "model/model_directory.h"
 #include "model/step_plan.h"
 
 namespace tpserve {
 
 struct EngineOptions {
+  // Resolved before Create (ResolveDevice): kCpu, or kCuda once the CUDA decoder exists. The
+  // command line's default is auto.
+  DeviceKind device = DeviceKind::kCpu;
   int tp = 1;
   int threads = 0;         // compute threads in all, shared out among ranks (0: all cores)
   int block_size = 16;     // tokens per KV block

@@ -6,7 +6,9 @@
 #include <functional>
 #include <string>
 
+#include "common/status.h"
 #include "kernels/cpu/linear.h"
+#include "kernels/device_choice.h"
 
 namespace tpserve {
 
@@ -26,8 +28,11 @@ void AddLoadgenCommand(CLI::App& app, CommandAction* action);
 #endif
 
 struct EngineOptions;
-// --tp, --threads, --block-size, --kv-cache-mb, --kv-cache-blocks, --linear-kernel
+// --device, --tp, --threads, --block-size, --kv-cache-mb, --kv-cache-blocks, --linear-kernel
 void AddEngineFlags(CLI::App* cmd, EngineOptions* engine);
+
+// --device: `cpu` as is; otherwise ChooseDevice with the real CUDA probe, logging auto's fallback.
+Result<DeviceKind> ResolveDevice(DeviceKind requested);
 
 // A --linear-kernel value; throws CLI::ValidationError naming the flag when it is unknown or does
 // not run on this CPU.

@@ -47,7 +47,14 @@ int Run(const GenerateOptions& options) {
     spdlog::error("generate: --prompt: {}", prompt.status().message());
     return 1;
   }
-  auto engine = Engine::Create(*model, options.engine);
+  EngineOptions engine_options = options.engine;
+  auto device = ResolveDevice(engine_options.device);
+  if (!device.ok()) {
+    spdlog::error("generate: {}", device.status().message());
+    return 1;
+  }
+  engine_options.device = *device;
+  auto engine = Engine::Create(*model, engine_options);
   if (!engine.ok()) {
     spdlog::error("generate: {}", engine.status().ToString());
     return 1;
@@ -123,7 +130,24 @@ cpu::LinearKernel LinearKernelFlag(const std::string& name) {
   return *kernel;
 }
 
+Result<DeviceKind> ResolveDevice(DeviceKind requested) {
+  if (requested == DeviceKind::kCpu) return DeviceKind::kCpu;  // no probe, no CUDA runtime
+  ASSIGN_OR_RETURN(DeviceChoice choice, ChooseDevice(requested, ProbeCudaBackend()));
+  if (!choice.note.empty()) spdlog::info("{}", choice.note);
+  return choice.kind;
+}
+
 void AddEngineFlags(CLI::App* cmd, EngineOptions* engine) {
+  engine->device = DeviceKind::kAuto;
+  cmd->add_option_function<std::string>(
+         "--device",
+         [engine](const std::string& name) {
+           auto kind = ParseDeviceKind(name);
+           if (!kind) throw CLI::ValidationError("--device", "'" + name + "' is not one of: auto, cpu, cuda");
+           engine->device = *kind;
+         },
+         "Backend of the ranks: auto (CUDA when a GPU and the CUDA decoder are there, else the CPU, "
+         "with one log line), cpu, or cuda (an error when CUDA cannot run). Default: auto");
   cmd->add_option("--tp", engine->tp, "Tensor-parallel degree (ranks)")->capture_default_str();
   cmd->add_option("--threads", engine->threads,
                   "Compute threads in all, shared out among ranks (0: every core)")
