@@ -26,8 +26,9 @@ void FillHistogram(const Histogram::Snapshot& h, v1::Histogram* out) {
 }
 
 // One Generate call: the sink the engine loop writes to, and the gRPC reactor that drains it one
-// write at a time (serialized here: the method is registered raw, see ParseGenerateRequest). The engine thread and gRPC's threads meet only under `mutex_`; reactor methods
-// are called outside it (gRPC may run reactions inline).
+// write at a time (serialized here: the method is registered raw, see ParseGenerateRequest). The
+// engine thread and gRPC's threads meet only under `mutex_`; reactor methods are called outside
+// it (gRPC may run reactions inline).
 class GenerateCall final : public grpc::ServerWriteReactor<grpc::ByteBuffer>,
                            public std::enable_shared_from_this<GenerateCall> {
  public:
