@@ -3,7 +3,6 @@
 #include <deque>
 #include <mutex>
 
-#include "model/tokenizer/utf8.h"
 #include "server/request_wire.h"
 
 namespace tpserve {
@@ -262,9 +261,7 @@ Result<ServeRequest> TpServeService::Validate(const v1::GenerateRequest& r) cons
   out.request_id = r.request_id();
   if (r.prompt_case() == v1::GenerateRequest::kText) {
     if (r.text().empty()) return InvalidArgument("prompt: text is empty");
-    if (size_t bad = FindInvalidUtf8(r.text()); bad != std::string::npos) {
-      return InvalidArgument("prompt: text is not valid UTF-8 (byte " + std::to_string(bad) + ")");
-    }
+    RETURN_IF_ERROR(CheckUtf8Field("prompt: text", r.text()));  // for requests built in process
     ASSIGN_OR_RETURN(out.prompt, EncodePrompt(*model_, r.text()));
   } else if (r.prompt_case() == v1::GenerateRequest::kTokenIds) {
     if (r.token_ids().ids().empty()) return InvalidArgument("prompt: token_ids is empty");
@@ -334,18 +331,15 @@ Result<ServeRequest> TpServeService::Validate(const v1::GenerateRequest& r) cons
 
 grpc::ServerWriteReactor<grpc::ByteBuffer>* TpServeService::Generate(grpc::CallbackServerContext* /*context*/,
                                                                      const grpc::ByteBuffer* wire) {
-  Result<ServeRequest> request = Status(StatusCode::kUnavailable, "the server is shutting down");
-  if (!draining_ && !loop_->healthy()) {
-    request = Status(StatusCode::kUnavailable, "the engine has failed; retry on another server");
-  } else if (!draining_) {
-    request = ParseAndValidate(*wire);
-  }
+  Result<ServeRequest> request = Accept(*wire);
   auto call = std::make_shared<GenerateCall>(loop_, request.ok() ? request->request_id : "", metrics_);
   call->Start(std::move(request));
   return call.get();
 }
 
-Result<ServeRequest> TpServeService::ParseAndValidate(const grpc::ByteBuffer& wire) const {
+Result<ServeRequest> TpServeService::Accept(const grpc::ByteBuffer& wire) const {
+  if (draining_) return Status(StatusCode::kUnavailable, "the server is shutting down");
+  if (!loop_->healthy()) return Status(StatusCode::kUnavailable, "the engine has failed; retry on another server");
   std::vector<grpc::Slice> slices;
   if (!wire.Dump(&slices).ok()) return InvalidArgument("request: no message");
   std::string bytes;

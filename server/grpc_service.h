@@ -47,7 +47,8 @@ class TpServeService final : public v1::TpServe::WithRawCallbackMethod_Generate<
   Result<ServeRequest> Validate(const v1::GenerateRequest& request) const;
 
  private:
-  Result<ServeRequest> ParseAndValidate(const grpc::ByteBuffer& wire) const;
+  // UNAVAILABLE while draining or after an engine failure; otherwise the request read and validated.
+  Result<ServeRequest> Accept(const grpc::ByteBuffer& wire) const;
 
   const ModelDirectory* model_;
   EngineLoop* loop_;

@@ -14,4 +14,7 @@ namespace tpserve {
 // `max_bytes`: the largest request accepted (RESOURCE_EXHAUSTED beyond).
 Result<v1::GenerateRequest> ParseGenerateRequest(std::string_view wire, size_t max_bytes);
 
+// INVALID_ARGUMENT "FIELD is not valid UTF-8 (byte N of M)" unless `value` is well-formed UTF-8.
+Status CheckUtf8Field(std::string_view field, std::string_view value);
+
 }  // namespace tpserve

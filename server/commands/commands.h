@@ -8,7 +8,7 @@
 
 #include "common/status.h"
 #include "kernels/cpu/linear.h"
-#include "kernels/device_choice.h"
+#include "model/engine.h"
 
 namespace tpserve {
 
@@ -27,12 +27,12 @@ void AddClientCommand(CLI::App& app, CommandAction* action);
 void AddLoadgenCommand(CLI::App& app, CommandAction* action);
 #endif
 
-struct EngineOptions;
 // --device, --tp, --threads, --block-size, --kv-cache-mb, --kv-cache-blocks, --linear-kernel
 void AddEngineFlags(CLI::App* cmd, EngineOptions* engine);
 
-// --device: `cpu` as is; otherwise ChooseDevice with the real CUDA probe, logging auto's fallback.
-Result<DeviceKind> ResolveDevice(DeviceKind requested);
+// Engine::Create after resolving --device: `cpu` as is; otherwise ChooseDevice with the real CUDA
+// probe, logging auto's fallback.
+Result<std::unique_ptr<Engine>> CreateEngineOnDevice(const ModelDirectory& model, EngineOptions options);
 
 // A --linear-kernel value; throws CLI::ValidationError naming the flag when it is unknown or does
 // not run on this CPU.

@@ -47,14 +47,7 @@ int Run(const GenerateOptions& options) {
     spdlog::error("generate: --prompt: {}", prompt.status().message());
     return 1;
   }
-  EngineOptions engine_options = options.engine;
-  auto device = ResolveDevice(engine_options.device);
-  if (!device.ok()) {
-    spdlog::error("generate: {}", device.status().message());
-    return 1;
-  }
-  engine_options.device = *device;
-  auto engine = Engine::Create(*model, engine_options);
+  auto engine = CreateEngineOnDevice(*model, options.engine);
   if (!engine.ok()) {
     spdlog::error("generate: {}", engine.status().ToString());
     return 1;
@@ -130,11 +123,13 @@ cpu::LinearKernel LinearKernelFlag(const std::string& name) {
   return *kernel;
 }
 
-Result<DeviceKind> ResolveDevice(DeviceKind requested) {
-  if (requested == DeviceKind::kCpu) return DeviceKind::kCpu;  // no probe, no CUDA runtime
-  ASSIGN_OR_RETURN(DeviceChoice choice, ChooseDevice(requested, ProbeCudaBackend()));
-  if (!choice.note.empty()) spdlog::info("{}", choice.note);
-  return choice.kind;
+Result<std::unique_ptr<Engine>> CreateEngineOnDevice(const ModelDirectory& model, EngineOptions options) {
+  if (options.device != DeviceKind::kCpu) {  // cpu: no probe, no CUDA runtime
+    ASSIGN_OR_RETURN(DeviceChoice choice, ChooseDevice(options.device, ProbeCudaBackend()));
+    if (!choice.note.empty()) spdlog::info("{}", choice.note);
+    options.device = choice.kind;
+  }
+  return Engine::Create(model, options);
 }
 
 void AddEngineFlags(CLI::App* cmd, EngineOptions* engine) {

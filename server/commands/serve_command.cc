@@ -63,13 +63,7 @@ int Run(const ServeOptions& options) {
     return 1;
   }
   EngineOptions engine_options = options.engine;
-  auto device = ResolveDevice(engine_options.device);
-  if (!device.ok()) {
-    spdlog::error("serve: {}", device.status().message());
-    return 1;
-  }
-  engine_options.device = *device;
-  auto engine = Engine::Create(*model, engine_options);
+  auto engine = CreateEngineOnDevice(*model, engine_options);
   if (!engine.ok()) {
     spdlog::error("serve: {}", engine.status().ToString());
     return 1;

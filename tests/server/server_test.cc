@@ -7,7 +7,6 @@
 #include <nlohmann/json.hpp>
 
 #include <future>
-#include <regex>
 #include <sstream>
 #include <thread>
 
@@ -320,14 +319,8 @@ TEST_F(Server, ModelInfoHealthAndMetrics) {
   }
   EXPECT_EQ(HealthStatus(server_->grpc_target()), 1);  // SERVING
   httplib::Client http("127.0.0.1", server_->metrics_port());
-  auto count = [&]() -> long {
-    auto res = http.Get("/metrics");
-    if (!res || res->status != 200) return -1;
-    std::smatch m;
-    std::regex line(R"(tpserve_requests_total\{finish_reason="length"\} (\d+))");
-    return std::regex_search(res->body, m, line) ? std::stol(m[1]) : -2;
-  };
-  const long before = count();
+  auto count = [&] { return MetricValue(server_->metrics_port(), "tpserve_requests_total{finish_reason=\"length\"}"); };
+  const double before = count();
   ASSERT_GE(before, 0);
   ASSERT_TRUE(Generate(*stub, Greedy("count me", 3)).status.ok());
   EXPECT_EQ(count(), before + 1);
