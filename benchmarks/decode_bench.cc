@@ -30,8 +30,8 @@ struct Point {
 Result<DecodeBenchRow> MeasureOne(const ModelDirectory& model, const DecodeBenchOptions& o, Point point,
                                   int threads, bool per_op_trace = true) {
   const auto [kernel, tp, batch, context] = point;
-  EngineOptions engine_options{.tp = tp, .threads = threads, .block_size = 16, .trace = per_op_trace,
-                               .linear_kernel = kernel};
+  EngineOptions engine_options{.device = o.device, .tp = tp, .threads = threads, .block_size = 16,
+                               .trace = per_op_trace, .linear_kernel = kernel};
   const int positions = context + o.decode_steps + 1;
   const size_t kv_bytes = static_cast<size_t>(batch) * positions * 2 * model.config.num_layers *
                           model.config.kv_size() * sizeof(float) * std::max(1, tp / model.config.num_kv_heads);
@@ -91,6 +91,7 @@ Result<DecodeBenchRow> MeasureOne(const ModelDirectory& model, const DecodeBench
 Result<DecodeBenchReport> RunDecodeBench(const DecodeBenchOptions& o) {
   ASSIGN_OR_RETURN(ModelDirectory model, OpenModelDirectory(o.model));
   DecodeBenchReport report;
+  report.device = o.device;
   report.threads = o.threads > 0 ? o.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   {
     // The ceiling: a streaming read of 2× the weights (at least 1 GiB) with the same threads.
@@ -142,8 +143,8 @@ std::string FormatDecodeBench(const DecodeBenchReport& r) {
   std::string out;
   char line[320];
   std::snprintf(line, sizeof(line),
-                "ceiling: DRAM read %.1f GB/s with %d threads (measured in this run)\n", r.read_gb_per_s,
-                r.threads);
+                "device: %s\nceiling: DRAM read %.1f GB/s with %d threads (measured in this run)\n",
+                DeviceKindName(r.device), r.read_gb_per_s, r.threads);
   out += line;
   if (r.untraced_step_ms > 0) {
     std::snprintf(line, sizeof(line),
@@ -184,7 +185,7 @@ StackedBarChart DecodeBreakdownChart(const DecodeBenchReport& r) {
 }
 
 std::string DecodeBenchJson(const DecodeBenchReport& r) {
-  nlohmann::json out = {{"read_gb_per_s", r.read_gb_per_s}, {"threads", r.threads},
+  nlohmann::json out = {{"device", DeviceKindName(r.device)}, {"read_gb_per_s", r.read_gb_per_s}, {"threads", r.threads},
                         {"untraced_step_ms", r.untraced_step_ms}, {"trace_overhead", r.trace_overhead},
                         {"rows", nlohmann::json::array()}};
   for (const auto& row : r.rows) {

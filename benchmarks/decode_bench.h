@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "kernels/cpu/linear.h"
+#include "kernels/device_choice.h"
 
 #include "benchmarks/svg_chart.h"
 #include "common/status.h"
@@ -20,6 +21,7 @@ struct DecodeBenchOptions {
   std::vector<int> context = {32};  // tokens already in the KV cache when decoding starts
   int decode_steps = 32;
   int threads = 0;  // 0: every core
+  DeviceKind device = DeviceKind::kCpu;  // resolved (never auto)
   std::vector<cpu::LinearKernel> kernels = {cpu::BestLinearKernel()};  // compared in one run
   bool json = false;
   std::string plot;            // --plot FILE.svg|png
@@ -46,6 +48,7 @@ struct DecodeBenchRow {
 };
 
 struct DecodeBenchReport {
+  DeviceKind device = DeviceKind::kCpu;
   double read_gb_per_s = 0;
   int threads = 0;
   double untraced_step_ms = 0;  // first point, per-op tracing off (0 when not measured)

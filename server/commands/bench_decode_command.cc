@@ -21,6 +21,7 @@ void AddBenchDecodeCommand(CLI::App& app, CommandAction* action) {
       ->delimiter(',')->capture_default_str();
   cmd->add_option("--steps", options->decode_steps, "Decode steps per point (median reported)")->capture_default_str();
   cmd->add_option("--threads", options->threads, "Compute threads in all (0: every core)")->capture_default_str();
+  AddDeviceFlag(cmd, &options->device);
   cmd->add_option_function<std::vector<std::string>>(
          "--linear-kernel",
          [options](const std::vector<std::string>& names) {
@@ -33,6 +34,12 @@ void AddBenchDecodeCommand(CLI::App& app, CommandAction* action) {
   cmd->add_option("--plot", options->plot, "Write the stacked compute/comm/host chart (FILE.svg or FILE.png)");
   cmd->callback([options, action] {
     *action = [options] {
+      auto device = ResolveDevice(options->device);
+      if (!device.ok()) {
+        spdlog::error("bench-decode: {}", device.status().message());
+        return 1;
+      }
+      options->device = *device;
       auto report = RunDecodeBench(*options);
       if (!report.ok()) {
         spdlog::error("bench-decode: {}", report.status().ToString());

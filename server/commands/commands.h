@@ -30,8 +30,11 @@ void AddLoadgenCommand(CLI::App& app, CommandAction* action);
 // --device, --tp, --threads, --block-size, --kv-cache-mb, --kv-cache-blocks, --linear-kernel
 void AddEngineFlags(CLI::App* cmd, EngineOptions* engine);
 
-// Engine::Create after resolving --device: `cpu` as is; otherwise ChooseDevice with the real CUDA
-// probe, logging auto's fallback.
+// --device auto|cpu|cuda (default auto), and its resolution: `cpu` as is; otherwise ChooseDevice
+// with the real CUDA probe, logging auto's fallback.
+void AddDeviceFlag(CLI::App* cmd, DeviceKind* device);
+Result<DeviceKind> ResolveDevice(DeviceKind requested);
+// Engine::Create after ResolveDevice.
 Result<std::unique_ptr<Engine>> CreateEngineOnDevice(const ModelDirectory& model, EngineOptions options);
 
 // A --linear-kernel value; throws CLI::ValidationError naming the flag when it is unknown or does

@@ -123,26 +123,33 @@ cpu::LinearKernel LinearKernelFlag(const std::string& name) {
   return *kernel;
 }
 
+Result<DeviceKind> ResolveDevice(DeviceKind requested) {
+  if (requested == DeviceKind::kCpu) return DeviceKind::kCpu;  // no probe, no CUDA runtime
+  ASSIGN_OR_RETURN(DeviceChoice choice, ChooseDevice(requested, ProbeCudaBackend()));
+  if (!choice.note.empty()) spdlog::info("{}", choice.note);
+  return choice.kind;
+}
+
 Result<std::unique_ptr<Engine>> CreateEngineOnDevice(const ModelDirectory& model, EngineOptions options) {
-  if (options.device != DeviceKind::kCpu) {  // cpu: no probe, no CUDA runtime
-    ASSIGN_OR_RETURN(DeviceChoice choice, ChooseDevice(options.device, ProbeCudaBackend()));
-    if (!choice.note.empty()) spdlog::info("{}", choice.note);
-    options.device = choice.kind;
-  }
+  ASSIGN_OR_RETURN(options.device, ResolveDevice(options.device));
   return Engine::Create(model, options);
 }
 
-void AddEngineFlags(CLI::App* cmd, EngineOptions* engine) {
-  engine->device = DeviceKind::kAuto;
+void AddDeviceFlag(CLI::App* cmd, DeviceKind* device) {
+  *device = DeviceKind::kAuto;
   cmd->add_option_function<std::string>(
          "--device",
-         [engine](const std::string& name) {
+         [device](const std::string& name) {
            auto kind = ParseDeviceKind(name);
            if (!kind) throw CLI::ValidationError("--device", "'" + name + "' is not one of: auto, cpu, cuda");
-           engine->device = *kind;
+           *device = *kind;
          },
          "Backend of the ranks: auto (CUDA when a GPU and the CUDA decoder are there, else the CPU, "
          "with one log line), cpu, or cuda (an error when CUDA cannot run). Default: auto");
+}
+
+void AddEngineFlags(CLI::App* cmd, EngineOptions* engine) {
+  AddDeviceFlag(cmd, &engine->device);
   cmd->add_option("--tp", engine->tp, "Tensor-parallel degree (ranks)")->capture_default_str();
   cmd->add_option("--threads", engine->threads,
                   "Compute threads in all, shared out among ranks (0: every core)")
