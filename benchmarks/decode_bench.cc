@@ -89,7 +89,7 @@ Result<DecodeBenchRow> MeasureOne(const ModelDirectory& model, const DecodeBench
 }  // namespace
 
 Result<DecodeBenchReport> RunDecodeBench(const DecodeBenchOptions& o) {
-  ASSIGN_OR_RETURN(ModelDirectory model, OpenModelDirectory(o.model));
+  ASSIGN_OR_RETURN(ModelDirectory model, OpenModel(o.model));
   DecodeBenchReport report;
   report.device = o.device;
   report.threads = o.threads > 0 ? o.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));

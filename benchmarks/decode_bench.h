@@ -11,11 +11,12 @@
 
 #include "benchmarks/svg_chart.h"
 #include "common/status.h"
+#include "model/model_directory.h"
 
 namespace tpserve {
 
 struct DecodeBenchOptions {
-  std::string model;
+  ModelSource model;
   std::vector<int> tp = {1, 2};
   std::vector<int> batch = {1, 8, 32};
   std::vector<int> context = {32};  // tokens already in the KV cache when decoding starts

@@ -7,6 +7,9 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "model/random_weights.h"
+#include "model/weight_layout.h"
+
 namespace tpserve {
 namespace fs = std::filesystem;
 
@@ -96,6 +99,33 @@ std::vector<std::string> Checkpoint::TensorNames() const {
   return names;
 }
 
+// A synthetic checkpoint's tensors: the expected weights of a config and their generator.
+// tensors[i] describes specs[i]; Location::file is that index.
+struct Checkpoint::SyntheticWeights {
+  std::vector<WeightSpec> specs;
+  std::vector<SafetensorsTensor> tensors;
+  RandomWeights random;
+};
+
+Checkpoint Checkpoint::Synthetic(const ModelConfig& config, uint64_t seed, const std::string& source) {
+  auto synthetic = std::make_shared<SyntheticWeights>(
+      SyntheticWeights{ExpectedWeights(config), {}, RandomWeights(config, seed)});
+  for (const WeightSpec& spec : synthetic->specs) {
+    SafetensorsTensor tensor{.name = spec.name, .dtype_name = "BF16", .dtype = DType::kBF16, .shape = spec.shape};
+    tensor.element_count = 1;
+    for (int64_t d : spec.shape) tensor.element_count *= static_cast<size_t>(d);
+    tensor.byte_size = tensor.element_count * DTypeSize(DType::kBF16);
+    synthetic->tensors.push_back(std::move(tensor));
+  }
+  Checkpoint checkpoint;
+  checkpoint.dir_ = source;
+  for (size_t i = 0; i < synthetic->tensors.size(); ++i) {
+    checkpoint.tensors_.emplace(synthetic->tensors[i].name, Location{i, &synthetic->tensors[i]});
+  }
+  checkpoint.synthetic_ = std::move(synthetic);
+  return checkpoint;
+}
+
 const SafetensorsTensor* Checkpoint::Find(std::string_view name) const {
   auto it = tensors_.find(std::string(name));
   return it == tensors_.end() ? nullptr : it->second.tensor;
@@ -104,11 +134,10 @@ const SafetensorsTensor* Checkpoint::Find(std::string_view name) const {
 Result<HostTensor> Checkpoint::Read(std::string_view name, DType to, const SliceSpec& spec) const {
   auto it = tensors_.find(std::string(name));
   if (it == tensors_.end()) return NotFound(dir_ + ": missing tensor '" + std::string(name) + "'");
-  const SafetensorsFile& file = files_[it->second.file];
   const SafetensorsTensor& tensor = *it->second.tensor;
+  const std::string where = synthetic_ ? dir_ : files_[it->second.file].path();
   auto fail = [&](const std::string& why) {
-    return InvalidArgument(file.path() + ": tensor '" + tensor.name + "' " +
-                           ShapeToString(tensor.shape) + ": " + why);
+    return InvalidArgument(where + ": tensor '" + tensor.name + "' " + ShapeToString(tensor.shape) + ": " + why);
   };
   if (!tensor.dtype) return fail("dtype " + tensor.dtype_name + " is not F32, F16 or BF16");
 
@@ -141,10 +170,20 @@ Result<HostTensor> Checkpoint::Read(std::string_view name, DType to, const Slice
   }
 
   out.bytes.assign(outer * chunk * inner * DTypeSize(to), std::byte{0});
-  const auto source = file.Data(tensor);
-  const size_t in_size = DTypeSize(*tensor.dtype);
   const size_t out_size = DTypeSize(to);
   const size_t rows = begin >= dim_size ? 0 : std::min(chunk, dim_size - begin);
+  if (synthetic_) {
+    const WeightSpec& spec_of_tensor = synthetic_->specs[it->second.file];
+    std::vector<uint16_t> made(rows * inner);  // one outer row's slice, as bf16
+    for (size_t o = 0; o < outer; ++o) {
+      synthetic_->random.FillBf16(spec_of_tensor, (o * dim_size + begin) * inner, made);
+      ConvertElements(reinterpret_cast<const std::byte*>(made.data()), DType::kBF16,
+                      out.bytes.data() + o * chunk * inner * out_size, to, made.size());
+    }
+    return out;
+  }
+  const auto source = files_[it->second.file].Data(tensor);
+  const size_t in_size = DTypeSize(*tensor.dtype);
   for (size_t o = 0; o < outer; ++o) {
     const size_t src_element = (o * dim_size + begin) * inner;
     const size_t dst_element = o * chunk * inner;

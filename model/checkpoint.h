@@ -4,6 +4,7 @@
 // never copies (or even pages in) the whole model.
 #pragma once
 
+#include <memory>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -11,6 +12,7 @@
 
 #include "common/status.h"
 #include "model/host_tensor.h"
+#include "model/model_config.h"
 #include "model/safetensors.h"
 
 namespace tpserve {
@@ -29,6 +31,10 @@ struct SliceSpec {
 class Checkpoint {
  public:
   static Result<Checkpoint> Open(const std::string& dir);
+  // Random bf16 weights of `config`'s shapes, made on demand for `--load-format dummy`: every
+  // Read (whole or a slice) is bitwise what make-model with the same seed writes. `source` names
+  // the checkpoint in messages (dir()).
+  static Checkpoint Synthetic(const ModelConfig& config, uint64_t seed, const std::string& source);
 
   const std::string& dir() const { return dir_; }
   std::vector<std::string> TensorNames() const;  // sorted
@@ -45,9 +51,11 @@ class Checkpoint {
     size_t file = 0;
     const SafetensorsTensor* tensor = nullptr;
   };
+  struct SyntheticWeights;
   Status AddFile(const std::string& file_name);
 
   std::string dir_;
+  std::shared_ptr<const SyntheticWeights> synthetic_;  // only for Synthetic(); then files_ is empty
   std::vector<SafetensorsFile> files_;
   std::unordered_map<std::string, Location> tensors_;
 };

@@ -4,6 +4,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "model/known_models.h"
 #include "model/weight_layout.h"
 
 namespace tpserve {
@@ -77,6 +78,62 @@ Result<ModelDirectory> OpenModelDirectory(const std::string& dir) {
   bool add_bos = false;
   RETURN_IF_ERROR(CompleteSpecialTokens(dir, tokenizer, &config, &add_bos));
   return ModelDirectory{dir, std::move(config), std::move(checkpoint), std::move(tokenizer), add_bos};
+}
+
+namespace {
+
+// The config a dummy model has, and the directory its tokenizer comes from.
+struct DummyShape {
+  ModelConfig config;
+  std::string tokenizer_dir;
+};
+
+Result<DummyShape> ResolveDummyShape(const ModelSource& source) {
+  const std::string bundled = (fs::path(source.assets_dir) / "tokenizers" / source.tokenizer).string();
+  auto beside = [&](const fs::path& dir) {
+    return fs::exists(dir / "tokenizer.json") ? dir.string() : bundled;
+  };
+  if (fs::is_directory(source.model)) {
+    ASSIGN_OR_RETURN(ModelConfig config, LoadModelConfig(source.model));
+    return DummyShape{std::move(config), beside(source.model)};
+  }
+  if (fs::is_regular_file(source.model)) {
+    std::ifstream in(source.model);
+    const json value = json::parse(in, nullptr, /*allow_exceptions=*/false);
+    if (!value.is_object()) return InvalidArgument(source.model + ": not a JSON object");
+    ASSIGN_OR_RETURN(ModelConfig config, ParseModelConfig(value, source.model));
+    return DummyShape{std::move(config), beside(fs::path(source.model).parent_path())};
+  }
+  // A name: presets take their vocabulary from the bundled tokenizer.
+  ASSIGN_OR_RETURN(Tokenizer tokenizer, LoadTokenizer(bundled));
+  ASSIGN_OR_RETURN(ModelConfig config, KnownModelConfig(source.model, source.tokenizer, tokenizer.vocab_size()));
+  return DummyShape{std::move(config), bundled};
+}
+
+Result<ModelDirectory> OpenDummyModel(const ModelSource& source) {
+  ASSIGN_OR_RETURN(DummyShape shape, ResolveDummyShape(source));
+  ModelConfig& config = shape.config;
+  if (source.num_layers < 0) return InvalidArgument("--num-layers must be positive");
+  if (source.num_layers > 0) config.num_layers = source.num_layers;
+  ASSIGN_OR_RETURN(Tokenizer tokenizer, LoadTokenizer(shape.tokenizer_dir));
+  if (tokenizer.vocab_size() > config.vocab_size) {
+    return InvalidArgument(source.model + ": vocab_size " + std::to_string(config.vocab_size) + " is smaller than the " +
+                           std::to_string(tokenizer.vocab_size()) + " ids of the tokenizer in " + shape.tokenizer_dir +
+                           " (dummy weights need a tokenizer that fits the vocabulary)");
+  }
+  bool add_bos = false;
+  RETURN_IF_ERROR(CompleteSpecialTokens(shape.tokenizer_dir, tokenizer, &config, &add_bos));
+  const std::string path = "dummy:" + source.model;
+  Checkpoint checkpoint = Checkpoint::Synthetic(config, source.seed, path);
+  return ModelDirectory{path, std::move(config), std::move(checkpoint), std::move(tokenizer), add_bos};
+}
+
+}  // namespace
+
+Result<ModelDirectory> OpenModel(const ModelSource& source) {
+  if (source.load_format == "auto") return OpenModelDirectory(source.model);
+  if (source.load_format == "dummy") return OpenDummyModel(source);
+  return InvalidArgument("--load-format '" + source.load_format + "' is not one of: auto, dummy");
 }
 
 Result<std::vector<int32_t>> EncodePrompt(const ModelDirectory& model, std::string_view text) {

@@ -27,6 +27,23 @@ Result<std::vector<int32_t>> EncodePrompt(const ModelDirectory& model, std::stri
 // Loads and cross-checks everything; weights are mapped, not read.
 Result<ModelDirectory> OpenModelDirectory(const std::string& dir);
 
+// Where a model comes from: a checkpoint directory, or (`--load-format dummy`, vLLM's name) random
+// weights of a real shape, made on demand, with no checkpoint at all.
+struct ModelSource {
+  // auto: DIR holds a checkpoint. dummy: DIR (its config.json, and its tokenizer.json when there),
+  // a config.json file, or a known model's name (model/known_models.json, or a preset).
+  std::string model;
+  std::string load_format = "auto";  // auto | dummy
+  // dummy only:
+  int num_layers = 0;                // > 0: override the layer count (a shallow copy of the shape)
+  std::string tokenizer = "llama3";  // llama3 | qwen2, from assets_dir, when no tokenizer.json is beside the config
+  std::string assets_dir;            // holds tokenizers/<name>/tokenizer.json
+  uint64_t seed = 0;                 // the weights are make-model's for the same seed and shape
+};
+
+// OpenModelDirectory, or the dummy model the source describes (path "dummy:<model>").
+Result<ModelDirectory> OpenModel(const ModelSource& source);
+
 // Just DIR/tokenizer.json (DIR may also name the file itself).
 Result<Tokenizer> LoadTokenizer(const std::string& dir_or_file);
 

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "model/random_weights.h"
 #include "model/safetensors_writer.h"
 #include "model/tokenizer/tokenizer.h"
 #include "model/weight_layout.h"
@@ -37,59 +38,6 @@ const TokenizerFamily* FindFamily(const std::string& name) {
     if (name == family.name) return &family;
   }
   return nullptr;
-}
-
-// SplitMix64: a tiny, fast, well-mixed generator; one stream per tensor keyed by its name, so
-// every tensor's values depend only on (seed, name).
-class SplitMix64 {
- public:
-  explicit SplitMix64(uint64_t seed) : state_(seed) {}
-  uint64_t Next() {
-    uint64_t z = (state_ += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-  }
-  // Uniform in [-1, 1).
-  float Symmetric() { return static_cast<float>((Next() >> 40) * 0x1.0p-23) - 1.0f; }
-
- private:
-  uint64_t state_;
-};
-
-uint64_t HashName(const std::string& name) {
-  uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a
-  for (unsigned char c : name) h = (h ^ c) * 0x100000001b3ull;
-  return h;
-}
-
-// Standard deviation of each weight's random values. Projections reading a normalized
-// activation use 1/sqrt(fan_in) so outputs stay O(1); the two projections that write into the
-// residual stream are further scaled by 1/sqrt(2 * layers) (GPT-2's scheme) so the stream stays
-// bounded through all layers; the LM head is scaled so logits have a standard deviation of ~4,
-// spread wide enough that greedy choices are not near-ties.
-struct InitScale {
-  float stddev = 0.0f;
-  float mean = 0.0f;
-};
-
-InitScale ScaleFor(const WeightSpec& spec, const ModelConfig& c) {
-  auto ends_with = [&](const char* suffix) {
-    const std::string s = suffix;
-    return spec.name.size() >= s.size() && spec.name.compare(spec.name.size() - s.size(), s.size(), s) == 0;
-  };
-  const float residual = 1.0f / std::sqrt(2.0f * static_cast<float>(c.num_layers));
-  const float fan_in = static_cast<float>(spec.shape.size() == 2 ? spec.shape[1] : 1);
-  if (ends_with("norm.weight")) return {0.05f, 1.0f};
-  if (ends_with(".bias")) return {0.05f, 0.0f};
-  if (spec.name == "model.embed_tokens.weight") {
-    return {c.tie_word_embeddings ? 4.0f / std::sqrt(static_cast<float>(c.hidden_size)) : 1.0f, 0.0f};
-  }
-  if (spec.name == "lm_head.weight") return {4.0f / std::sqrt(fan_in), 0.0f};
-  if (ends_with("o_proj.weight") || ends_with("down_proj.weight")) {
-    return {residual / std::sqrt(fan_in), 0.0f};
-  }
-  return {1.0f / std::sqrt(fan_in), 0.0f};
 }
 
 ordered_json ConfigJson(const ModelConfig& c) {
@@ -133,24 +81,18 @@ Status WriteJson(const fs::path& path, const ordered_json& value) {
   return Status::Ok();
 }
 
-TensorToWrite RandomTensor(const WeightSpec& spec, const ModelConfig& config, uint64_t seed) {
-  const InitScale scale = ScaleFor(spec, config);
-  const float half_width = scale.stddev * std::sqrt(3.0f);  // uniform with that stddev
-  return {spec.name, DType::kBF16, spec.shape, [=](std::span<std::byte> bytes) {
-            SplitMix64 rng(seed ^ HashName(spec.name));
-            auto* out = reinterpret_cast<uint16_t*>(bytes.data());
-            const size_t count = bytes.size() / 2;
-            for (size_t i = 0; i < count; ++i) {
-              out[i] = F32ToBF16(scale.mean + half_width * rng.Symmetric());
-            }
+TensorToWrite RandomTensor(const WeightSpec& spec, const RandomWeights& random) {
+  return {spec.name, DType::kBF16, spec.shape, [spec, &random](std::span<std::byte> bytes) {
+            random.FillBf16(spec, 0, {reinterpret_cast<uint16_t*>(bytes.data()), bytes.size() / 2});
           }};
 }
 
 Status WriteWeights(const fs::path& dir, const ModelConfig& config, uint64_t seed, int shards) {
   std::vector<WeightSpec> specs = ExpectedWeights(config);
+  const RandomWeights random(config, seed);
   if (shards <= 1) {
     std::vector<TensorToWrite> tensors;
-    for (const auto& spec : specs) tensors.push_back(RandomTensor(spec, config, seed));
+    for (const auto& spec : specs) tensors.push_back(RandomTensor(spec, random));
     return WriteSafetensors((dir / "model.safetensors").string(), tensors, {{"format", "pt"}});
   }
   // Contiguous runs of tensors per shard, as HF's save_pretrained does.
@@ -162,7 +104,7 @@ Status WriteWeights(const fs::path& dir, const ModelConfig& config, uint64_t see
     std::vector<TensorToWrite> tensors;
     const size_t begin = specs.size() * shard / shards, end = specs.size() * (shard + 1) / shards;
     for (size_t i = begin; i < end; ++i) {
-      tensors.push_back(RandomTensor(specs[i], config, seed));
+      tensors.push_back(RandomTensor(specs[i], random));
       weight_map[specs[i].name] = file_name;
       total_bytes += tensors.back().byte_size();
     }

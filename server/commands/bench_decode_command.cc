@@ -14,7 +14,7 @@ void AddBenchDecodeCommand(CLI::App& app, CommandAction* action) {
       "Decode throughput per TP degree, batch size and context length with the compute / comm /\n"
       "host breakdown, next to the weight-streaming ceiling (DRAM read bandwidth measured in the\n"
       "same run).");
-  cmd->add_option("--model", options->model, "Model directory")->required();
+  AddModelFlags(cmd, &options->model);
   cmd->add_option("--tp", options->tp, "TP degrees, e.g. 1,2")->delimiter(',')->capture_default_str();
   cmd->add_option("--batch", options->batch, "Batch sizes, e.g. 1,8,32")->delimiter(',')->capture_default_str();
   cmd->add_option("--context", options->context, "Context lengths (tokens in the KV cache), e.g. 32,512,2048")

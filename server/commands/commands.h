@@ -30,6 +30,9 @@ void AddLoadgenCommand(CLI::App& app, CommandAction* action);
 // --device, --tp, --threads, --block-size, --kv-cache-mb, --kv-cache-blocks, --linear-kernel
 void AddEngineFlags(CLI::App* cmd, EngineOptions* engine);
 
+// --model and the dummy-weights flags (--load-format, --num-layers, --tokenizer, --weights-seed).
+void AddModelFlags(CLI::App* cmd, ModelSource* model);
+
 // --device auto|cpu|cuda (default auto), and its resolution: `cpu` as is; otherwise ChooseDevice
 // with the real CUDA probe, logging auto's fallback.
 void AddDeviceFlag(CLI::App* cmd, DeviceKind* device);

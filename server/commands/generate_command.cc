@@ -5,6 +5,8 @@
 
 #include "model/engine.h"
 #include "model/generator.h"
+#include "model/known_models.h"
+#include "model/model_maker.h"
 #include "model/model_directory.h"
 #include "model/tokenizer/incremental_decoder.h"
 #include "model/trace_report.h"
@@ -14,7 +16,7 @@ namespace tpserve {
 namespace {
 
 struct GenerateOptions {
-  std::string model;
+  ModelSource model;
   std::string prompt;
   int max_tokens = 32;
   int batch = 1;
@@ -37,7 +39,7 @@ nlohmann::json LogprobsJson(const std::vector<SampledToken>& tokens) {
 }
 
 int Run(const GenerateOptions& options) {
-  auto model = OpenModelDirectory(options.model);
+  auto model = OpenModel(options.model);
   if (!model.ok()) {
     spdlog::error("generate: {}", model.status().ToString());
     return 1;
@@ -85,7 +87,7 @@ int Run(const GenerateOptions& options) {
     if (!written.ok()) spdlog::error("generate: {}", written.message());
   }
   if (options.json) {
-    nlohmann::json out = {{"model", options.model}, {"tp", options.engine.tp},
+    nlohmann::json out = {{"model", model->path}, {"tp", options.engine.tp},
                           {"threads_per_rank", (*engine)->threads_per_rank()},
                           {"batch", options.batch}, {"prompt_token_ids", *prompt}};
     for (const GenerationOutput& o : *outputs) {
@@ -135,6 +137,30 @@ Result<std::unique_ptr<Engine>> CreateEngineOnDevice(const ModelDirectory& model
   return Engine::Create(model, options);
 }
 
+void AddModelFlags(CLI::App* cmd, ModelSource* model) {
+  model->assets_dir = DefaultAssetsDir();
+  cmd->add_option("--model", model->model,
+                  "Model directory; with --load-format dummy also a config.json or a known model's name (" +
+                      [] {
+                        std::string names;
+                        for (const std::string& n : KnownModelNames()) names += (names.empty() ? "" : ", ") + n;
+                        return names;
+                      }() + ")")
+      ->required();
+  cmd->add_option("--load-format", model->load_format,
+                  "auto: the checkpoint's safetensors; dummy: random weights of the model's shape, no checkpoint")
+      ->check(CLI::IsMember({"auto", "dummy"}))
+      ->capture_default_str();
+  cmd->add_option("--num-layers", model->num_layers, "dummy: layers to build (0: the model's)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--tokenizer", model->tokenizer,
+                  "dummy: bundled tokenizer when none is beside the config (llama3 | qwen2)")
+      ->check(CLI::IsMember(TokenizerNames()))
+      ->capture_default_str();
+  cmd->add_option("--weights-seed", model->seed, "dummy: seed of the weights (make-model's --seed)")
+      ->capture_default_str();
+}
+
 void AddDeviceFlag(CLI::App* cmd, DeviceKind* device) {
   *device = DeviceKind::kAuto;
   cmd->add_option_function<std::string>(
@@ -172,7 +198,7 @@ void AddGenerateCommand(CLI::App& app, CommandAction* action) {
       "generate",
       "Run prefill + decode offline on the tensor-parallel engine and print the text as it is\n"
       "generated; --profile prints where each decode step's time went, --json one JSON object.");
-  cmd->add_option("--model", options->model, "Model directory")->required();
+  AddModelFlags(cmd, &options->model);
   cmd->add_option("--prompt", options->prompt, "Prompt text")->required();
   cmd->add_option("--max-tokens", options->max_tokens, "Tokens to generate")->capture_default_str()
       ->check(CLI::PositiveNumber);

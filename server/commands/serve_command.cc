@@ -21,7 +21,7 @@ namespace {
 constexpr size_t kGrpcMessageBackstopFactor = 16;
 
 struct ServeOptions {
-  std::string model;
+  ModelSource model;
   std::string host = "127.0.0.1";
   int port = 50051;
   int metrics_port = 9090;
@@ -57,7 +57,7 @@ int Run(const ServeOptions& options) {
   sigaddset(&signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);  // before any thread starts
 
-  auto model = OpenModelDirectory(options.model);
+  auto model = OpenModel(options.model);
   if (!model.ok()) {
     spdlog::error("serve: {}", model.status().ToString());
     return 1;
@@ -107,7 +107,7 @@ int Run(const ServeOptions& options) {
   loop.Start();
   server->GetHealthCheckService()->SetServingStatus(true);
   spdlog::info("serving {} ({}, tp={}, {} KV blocks of {} tokens, max batch {}, max queue {})",
-               options.model, model->config.architecture_name, engine_options.tp,
+               model->path, model->config.architecture_name, engine_options.tp,
                (*engine)->block_pool().total_blocks(), (*engine)->block_size(),
                loop_options.scheduler.max_batch_size, loop_options.max_queue);
   spdlog::info("tpserve ready: grpc {}:{} metrics {}:{}", options.host, grpc_port, options.host, *metrics_port);
@@ -147,7 +147,7 @@ void AddServeCommand(CLI::App& app, CommandAction* action) {
       "serve",
       "Serve completions over gRPC (tpserve.v1.TpServe, grpc.health.v1, reflection) with\n"
       "continuous batching, and Prometheus metrics over HTTP. SIGTERM drains and exits 0.");
-  cmd->add_option("--model", options->model, "Model directory")->required();
+  AddModelFlags(cmd, &options->model);
   cmd->add_option("--host", options->host, "Address to listen on (loopback by default)")->capture_default_str();
   cmd->add_option("--port", options->port, "gRPC port (0: pick a free one)")->capture_default_str();
   cmd->add_option("--metrics-port", options->metrics_port, "HTTP /metrics port (0: pick a free one)")
