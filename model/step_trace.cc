@@ -1,6 +1,7 @@
 #include "model/step_trace.h"
 
 #include <algorithm>
+#include <cmath>
 
 namespace tpserve {
 
@@ -54,6 +55,20 @@ int StepTrace::SlowestRank() const {
 int64_t StepTrace::HostNs() const {
   if (ranks.empty()) return step_ns;
   return std::max<int64_t>(0, step_ns - ranks[SlowestRank()].total_ns);
+}
+
+RankTrace RankTraceFromEvents(int rank, std::span<const EventSpan> spans) {
+  RankTrace trace;
+  trace.rank = rank;
+  trace.ops.reserve(spans.size());
+  for (const EventSpan& span : spans) {
+    const auto start_ns = static_cast<int64_t>(std::llround(static_cast<double>(span.start_ms) * 1e6));
+    const auto end_ns = static_cast<int64_t>(std::llround(static_cast<double>(span.end_ms) * 1e6));
+    trace.ops.push_back({.op = span.op, .layer = span.layer, .start_ns = start_ns,
+                         .duration_ns = std::max<int64_t>(0, end_ns - start_ns), .bytes = span.bytes});
+    trace.total_ns = std::max(trace.total_ns, end_ns);
+  }
+  return trace;
 }
 
 }  // namespace tpserve

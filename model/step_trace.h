@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -50,6 +51,20 @@ struct RankTrace {
   int64_t CommNs() const;
   int64_t ComputeNs() const;  // everything that is not a collective
 };
+
+// One op timed on a GPU stream: the elapsed milliseconds (cudaEventElapsedTime) from the step's
+// start event to the events recorded before and after the op.
+struct EventSpan {
+  OpKind op = OpKind::kEmbed;
+  int16_t layer = -1;
+  int64_t bytes = 0;
+  float start_ms = 0;
+  float end_ms = 0;
+};
+
+// The same RankTrace the CPU records, from a GPU rank's event times. Events resolve ~0.5 µs, so
+// an end read a hair before its start counts as 0 ns; total_ns is the latest end.
+RankTrace RankTraceFromEvents(int rank, std::span<const EventSpan> spans);
 
 struct StepTrace {
   int64_t step_id = 0;

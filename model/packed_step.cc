@@ -1,0 +1,60 @@
+#include "model/packed_step.h"
+
+#include <algorithm>
+#include <limits>
+#include <string>
+
+namespace tpserve {
+
+std::vector<int32_t> PackedStep::Concatenated() const {
+  std::vector<int32_t> out;
+  for (const auto* part : {&token_ids, &positions, &slot_mapping, &token_sequence, &query_start, &context_lengths,
+                           &block_tables, &logit_tokens}) {
+    out.insert(out.end(), part->begin(), part->end());
+  }
+  return out;
+}
+
+Result<PackedStep> PackStep(const StepPlan& plan, int block_size) {
+  if (block_size < 1) return InvalidArgument("block size must be at least 1, got " + std::to_string(block_size));
+  PackedStep packed;
+  packed.num_sequences = static_cast<int>(plan.sequences.size());
+  for (const SequencePlan& s : plan.sequences) {
+    packed.block_table_width = std::max(packed.block_table_width, static_cast<int>(s.block_table.size()));
+  }
+  packed.query_start.push_back(0);
+  for (int index = 0; index < packed.num_sequences; ++index) {
+    const SequencePlan& s = plan.sequences[index];
+    const std::string who = "sequence " + std::to_string(s.sequence_id) + ": ";
+    if (s.tokens.empty()) return InvalidArgument(who + "no tokens in the step");
+    if (s.start_position < 0) return InvalidArgument(who + "negative start position");
+    const int64_t end = int64_t{s.start_position} + static_cast<int64_t>(s.tokens.size());
+    const int64_t blocks_needed = (end + block_size - 1) / block_size;
+    if (static_cast<int64_t>(s.block_table.size()) < blocks_needed) {
+      return InvalidArgument(who + std::to_string(end) + " positions need " + std::to_string(blocks_needed) +
+                             " KV blocks, the block table has " + std::to_string(s.block_table.size()));
+    }
+    for (size_t t = 0; t < s.tokens.size(); ++t) {
+      const int32_t position = s.start_position + static_cast<int32_t>(t);
+      const int32_t block = s.block_table[position / block_size];
+      const int64_t slot = int64_t{block} * block_size + position % block_size;
+      if (block < 0 || slot > std::numeric_limits<int32_t>::max()) {
+        return InvalidArgument(who + "block " + std::to_string(block) + " is not a valid KV block");
+      }
+      packed.token_ids.push_back(s.tokens[t]);
+      packed.positions.push_back(position);
+      packed.slot_mapping.push_back(static_cast<int32_t>(slot));
+      packed.token_sequence.push_back(index);
+    }
+    packed.query_start.push_back(static_cast<int32_t>(packed.token_ids.size()));
+    packed.context_lengths.push_back(static_cast<int32_t>(end));
+    std::vector<int32_t> row(s.block_table.begin(), s.block_table.end());
+    row.resize(packed.block_table_width, -1);
+    packed.block_tables.insert(packed.block_tables.end(), row.begin(), row.end());
+    if (s.want_logits) packed.logit_tokens.push_back(packed.query_start.back() - 1);
+  }
+  packed.num_tokens = static_cast<int>(packed.token_ids.size());
+  return packed;
+}
+
+}  // namespace tpserve

@@ -1,0 +1,37 @@
+// One step's plan as the flat arrays a GPU decoder copies to the device in one transfer (vLLM
+// calls this the input batch): every token's id, position and KV slot, and every sequence's
+// query range, context length and block table, padded to one width. Host code only: it is built
+// and tested on the CPU, and the CUDA backend consumes it.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "common/status.h"
+#include "model/step_plan.h"
+
+namespace tpserve {
+
+struct PackedStep {
+  int num_tokens = 0;
+  int num_sequences = 0;
+  int block_table_width = 0;  // the longest block table of the step
+
+  std::vector<int32_t> token_ids;        // [num_tokens]
+  std::vector<int32_t> positions;        // [num_tokens]
+  std::vector<int32_t> slot_mapping;     // [num_tokens] KV slot: block * block_size + position % block_size
+  std::vector<int32_t> token_sequence;   // [num_tokens] index of the token's sequence in the plan
+  std::vector<int32_t> query_start;      // [num_sequences + 1] first token of each sequence; last = num_tokens
+  std::vector<int32_t> context_lengths;  // [num_sequences] KV positions each sequence attends to
+  std::vector<int32_t> block_tables;     // [num_sequences, block_table_width] row-major, padded with -1
+  std::vector<int32_t> logit_tokens;     // [logit rows] the token whose logits each row returns
+
+  // Every array above, concatenated in declaration order: one host-to-device copy.
+  std::vector<int32_t> Concatenated() const;
+};
+
+// Checks the plan (tokens present, block tables covering every position, block ids and slots
+// within int32) and packs it. Errors name the sequence.
+Result<PackedStep> PackStep(const StepPlan& plan, int block_size);
+
+}  // namespace tpserve

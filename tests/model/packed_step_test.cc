@@ -1,0 +1,62 @@
+#include "model/packed_step.h"
+
+#include <gtest/gtest.h>
+
+#include <set>
+
+namespace tpserve {
+namespace {
+
+// A decode token at position 5 (block 7 covers 4..7) and a 3-token prompt chunk at 2..4 whose
+// positions cross from block 2 into block 9; blocks of 4 tokens. Expected values by hand.
+TEST(PackedStep, ADecodeAndAPrefillChunkPackAsWorkedOutByHand) {
+  StepPlan plan;
+  plan.sequences.push_back({.sequence_id = 10, .tokens = {42}, .start_position = 5, .block_table = {3, 7}});
+  plan.sequences.push_back(
+      {.sequence_id = 11, .tokens = {1, 2, 3}, .start_position = 2, .block_table = {2, 9}, .want_logits = false});
+  auto packed = PackStep(plan, 4);
+  ASSERT_TRUE(packed.ok()) << packed.status().ToString();
+  EXPECT_EQ(packed->num_tokens, 4);
+  EXPECT_EQ(packed->num_sequences, 2);
+  EXPECT_EQ(packed->token_ids, (std::vector<int32_t>{42, 1, 2, 3}));
+  EXPECT_EQ(packed->positions, (std::vector<int32_t>{5, 2, 3, 4}));
+  EXPECT_EQ(packed->slot_mapping, (std::vector<int32_t>{29, 10, 11, 36}));  // 7*4+1, 2*4+2, 2*4+3, 9*4+0
+  EXPECT_EQ(packed->token_sequence, (std::vector<int32_t>{0, 1, 1, 1}));
+  EXPECT_EQ(packed->query_start, (std::vector<int32_t>{0, 1, 4}));
+  EXPECT_EQ(packed->context_lengths, (std::vector<int32_t>{6, 5}));
+  EXPECT_EQ(packed->block_table_width, 2);
+  EXPECT_EQ(packed->block_tables, (std::vector<int32_t>{3, 7, 2, 9}));
+  EXPECT_EQ(packed->logit_tokens, (std::vector<int32_t>{0}));
+  const std::vector<int32_t> all = packed->Concatenated();
+  EXPECT_EQ(all.size(), 4u * 4 + 3 + 2 + 4 + 1);
+}
+
+TEST(PackedStep, ShortBlockTablesArePaddedAndEverySlotIsDistinct) {
+  StepPlan plan;
+  plan.sequences.push_back({.sequence_id = 1, .tokens = {5}, .start_position = 0, .block_table = {4}});
+  plan.sequences.push_back({.sequence_id = 2, .tokens = {6, 7, 8, 9, 10}, .start_position = 0, .block_table = {0, 1, 5}});
+  auto packed = PackStep(plan, 2);
+  ASSERT_TRUE(packed.ok());
+  EXPECT_EQ(packed->block_tables, (std::vector<int32_t>{4, -1, -1, 0, 1, 5}));
+  EXPECT_EQ(packed->logit_tokens, (std::vector<int32_t>{0, 5}));
+  const std::set<int32_t> slots(packed->slot_mapping.begin(), packed->slot_mapping.end());
+  EXPECT_EQ(slots.size(), packed->slot_mapping.size());
+}
+
+TEST(PackedStep, BadPlansAreRefusedNamingTheSequence) {
+  StepPlan short_table;
+  short_table.sequences.push_back({.sequence_id = 3, .tokens = {1, 2, 3}, .start_position = 3, .block_table = {0}});
+  auto refused = PackStep(short_table, 4);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().message(), "sequence 3: 6 positions need 2 KV blocks, the block table has 1");
+  StepPlan empty;
+  empty.sequences.push_back({.sequence_id = 4, .block_table = {0}});
+  EXPECT_EQ(PackStep(empty, 4).status().message(), "sequence 4: no tokens in the step");
+  StepPlan negative_block;
+  negative_block.sequences.push_back({.sequence_id = 5, .tokens = {1}, .block_table = {-1}});
+  EXPECT_EQ(PackStep(negative_block, 4).status().message(), "sequence 5: block -1 is not a valid KV block");
+  EXPECT_FALSE(PackStep(StepPlan{}, 0).ok());
+}
+
+}  // namespace
+}  // namespace tpserve
