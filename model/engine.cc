@@ -22,7 +22,10 @@ struct Engine::Rank {
 };
 
 Engine::Engine(const ModelConfig& config, const EngineOptions& options)
-    : config_(config), options_(options) {}
+    : config_(config),
+      options_(options),
+      sampling_pool_(static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, 8u)),
+                     /*spin_iterations=*/0) {}
 
 Result<std::unique_ptr<Engine>> Engine::Create(const ModelDirectory& model,
                                                const EngineOptions& options) {
@@ -115,6 +118,28 @@ void Engine::RankLoop(int r) {
   }
 }
 
+Status Engine::SampleRows(const StepPlan& plan, StepResult* result) {
+  std::vector<const SequencePlan*> rows;  // [logit rows], plan order
+  for (const SequencePlan& seq : plan.sequences) {
+    if (seq.want_logits) rows.push_back(&seq);
+  }
+  if (static_cast<int>(rows.size()) != result->logit_rows) {
+    return Internal("step " + std::to_string(plan.step_id) + ": " + std::to_string(result->logit_rows) +
+                    " logit rows for " + std::to_string(rows.size()) + " sequences that want a token");
+  }
+  const int vocab = config_.vocab_size;
+  result->tokens.resize(rows.size());
+  sampling_pool_.ParallelFor(rows.size(), 1, [&](size_t begin, size_t end) {
+    for (size_t row = begin; row < end; ++row) {
+      const SequencePlan& seq = *rows[row];
+      const std::vector<int32_t> banned = BannedTokens(seq.sampling, config_.eos_token_ids, seq.sampled_tokens);
+      result->tokens[row] = SampleToken(result->logits.subspan(row * vocab, vocab), seq.sampling, banned,
+                                        static_cast<uint64_t>(seq.sampled_tokens));
+    }
+  });
+  return Status::Ok();
+}
+
 Result<StepResult> Engine::Step(const StepPlan& plan) {
   // Check the plan before any rank sees it: a bad plan must fail alone.
   for (const SequencePlan& seq : plan.sequences) {
@@ -174,6 +199,7 @@ Result<StepResult> Engine::Step(const StepPlan& plan) {
     }
     result.logits = unpadded_logits_;
   }
+  RETURN_IF_ERROR(SampleRows(plan, &result));
   trace.step_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
                       std::chrono::steady_clock::now() - start).count();
   return result;

@@ -7,7 +7,6 @@ namespace {
 
 struct Sequence {
   size_t request = 0;
-  Sampler sampler{0};
   std::vector<int32_t> blocks;
   size_t prefilled = 0;  // prompt tokens already in the KV cache
   bool done = false;
@@ -58,7 +57,6 @@ Result<std::vector<GenerationOutput>> Generator::Run(const std::vector<Generatio
     const size_t blocks = (positions + block_size - 1) / block_size;
     Sequence& s = sequences[i];
     s.request = i;
-    s.sampler = Sampler(requests[i].sampling.seed);
     for (size_t b = 0; b < blocks; ++b) {
       auto block = pool.Allocate();
       if (!block) {
@@ -88,6 +86,8 @@ Result<std::vector<GenerationOutput>> Generator::Run(const std::vector<Generatio
         SequencePlan p;
         p.sequence_id = static_cast<int64_t>(i);
         p.block_table = s.blocks;
+        p.sampling = r.sampling;
+        p.sampled_tokens = static_cast<int32_t>(outputs[i].tokens.size());
         if (decoding) {
           p.tokens = {outputs[i].tokens.back().id};
           p.start_position = static_cast<int32_t>(r.prompt.size() + outputs[i].tokens.size() - 1);
@@ -109,18 +109,14 @@ Result<std::vector<GenerationOutput>> Generator::Run(const std::vector<Generatio
       release_all();
       return result.status();
     }
-    int row = 0;
-    const int vocab = engine_->config().vocab_size;
+    int row = 0;  // of result->tokens
     for (size_t k = 0; k < planned.size(); ++k) {
       Sequence& s = sequences[planned[k]];
       const GenerationRequest& r = requests[s.request];
       if (s.prefilled < r.prompt.size()) s.prefilled += plan.sequences[k].tokens.size();
       if (!plan.sequences[k].want_logits) continue;
-      std::span<const float> logits(result->logits.data() + static_cast<size_t>(row++) * vocab, vocab);
       GenerationOutput& out = outputs[planned[k]];
-      const std::vector<int32_t> banned =
-          BannedTokens(r.sampling, eos, static_cast<int>(out.tokens.size()));
-      out.tokens.push_back(s.sampler.Sample(logits, r.sampling, banned));
+      out.tokens.push_back(result->tokens[row++]);
       if (on_token) on_token(planned[k], out.tokens.back());
       if (IsStopToken(r.sampling, eos, out.tokens.back().id)) {
         out.finish_reason = "stop";

@@ -4,19 +4,10 @@
 #include <string>
 
 #include "common/dtype.h"
+#include "common/splitmix64.h"
 
 namespace tpserve {
 namespace {
-
-constexpr uint64_t kGoldenGamma = 0x9e3779b97f4a7c15ull;
-
-// Output `index` (0-based) of the SplitMix64 stream that starts at `state`.
-uint64_t SplitMix64At(uint64_t state, uint64_t index) {
-  uint64_t z = state + (index + 1) * kGoldenGamma;
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
 
 // [-1, 1) from the top 24 bits.
 float Symmetric(uint64_t bits) { return static_cast<float>((bits >> 40) * 0x1.0p-23) - 1.0f; }

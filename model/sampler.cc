@@ -1,5 +1,7 @@
 #include "model/sampler.h"
 
+#include "common/splitmix64.h"
+
 #include <algorithm>
 #include <cmath>
 #include <numeric>
@@ -64,11 +66,10 @@ int32_t GreedyId(std::span<const float> logits, const std::vector<bool>& banned)
   return best;
 }
 
-}  // namespace
-
-// One draw from softmax(logits / temperature) restricted by top-k and top-p.
-int32_t Sampler::Draw(std::span<const float> logits, const SamplingParams& params,
-                      const std::vector<bool>& banned) {
+// One draw from softmax(logits / temperature) restricted by top-k and top-p, at `uniform` in
+// [0, 1). `banned` is empty or has one flag per vocabulary id.
+int32_t Draw(std::span<const float> logits, const SamplingParams& params, const std::vector<bool>& banned,
+             double uniform) {
   auto banned_id = [&](int id) { return IsBanned(banned, id); };
   const int vocab = static_cast<int>(logits.size());
   // Candidates in descending logit order (ties: lower id first), then top-k, then top-p.
@@ -111,7 +112,7 @@ int32_t Sampler::Draw(std::span<const float> logits, const SamplingParams& param
   }
   double kept = 0;
   for (size_t i = 0; i < keep; ++i) kept += probs[i];
-  double u = Uniform() * kept;
+  double u = uniform * kept;
   // The last candidate with any mass catches rounding in the subtraction below.
   size_t chosen = keep - 1;
   while (chosen > 0 && probs[chosen] == 0) --chosen;
@@ -125,16 +126,10 @@ int32_t Sampler::Draw(std::span<const float> logits, const SamplingParams& param
   return order[chosen];
 }
 
-double Sampler::Uniform() {
-  uint64_t z = (state_ += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  z ^= z >> 31;
-  return static_cast<double>(z >> 11) * 0x1.0p-53;
-}
+}  // namespace
 
-SampledToken Sampler::Sample(std::span<const float> logits, const SamplingParams& params,
-                             std::span<const int32_t> banned) {
+SampledToken SampleToken(std::span<const float> logits, const SamplingParams& params,
+                         std::span<const int32_t> banned, uint64_t draw) {
   const int vocab = static_cast<int>(logits.size());
   std::vector<bool> is_banned;  // empty unless something is banned (the common case)
   if (!banned.empty()) {
@@ -150,7 +145,9 @@ SampledToken Sampler::Sample(std::span<const float> logits, const SamplingParams
   }
   SampledToken result;
   const bool greedy = !(params.temperature >= kGreedyTemperature);  // NaN too
-  result.id = greedy ? GreedyId(logits, is_banned) : Draw(logits, params, is_banned);
+  // [0, 1) from the top 53 bits of the sequence's output number `draw`.
+  const double uniform = static_cast<double>(SplitMix64At(params.seed, draw) >> 11) * 0x1.0p-53;
+  result.id = greedy ? GreedyId(logits, is_banned) : Draw(logits, params, is_banned, uniform);
   if (params.logprobs <= 0) return result;  // a full-vocabulary log-softmax costs ~0.5 ms: only on request
   // log-softmax of the raw logits.
   double max_logit = -INFINITY;

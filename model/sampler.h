@@ -20,7 +20,7 @@ struct SamplingParams {
   float temperature = 0.0f;  // < kGreedyTemperature: greedy; finite
   int top_k = 0;             // 0: no limit
   float top_p = 1.0f;        // (0, 1]
-  uint64_t seed = 0;
+  uint64_t seed = 0;         // of the sequence's draws (SampleToken)
   int min_tokens = 0;        // stop tokens are masked until this many tokens are generated
   bool ignore_eos = false;   // never stop on eos (fixed output lengths for load tests)
   int logprobs = 0;          // top-N alternatives to report per token
@@ -50,20 +50,26 @@ std::vector<int32_t> BannedTokens(const SamplingParams& params, std::span<const 
 // Whether sampling `id` ends the sequence: a stop id, or an eos id unless ignore_eos.
 bool IsStopToken(const SamplingParams& params, std::span<const int> eos_ids, int32_t id);
 
+// Token number `draw` (0-based) of a sequence: greedy, or one draw from softmax(logits / T) under
+// top-k and top-p using output `draw` of the SplitMix64 stream seeded params.seed. Stateless: the
+// same logits, parameters and draw give the same token on any thread, rank or backend. `banned`
+// ids (stop/eos tokens before min_tokens) are never chosen.
+SampledToken SampleToken(std::span<const float> logits, const SamplingParams& params,
+                         std::span<const int32_t> banned, uint64_t draw);
+
+// A sequence's draws in order: SampleToken with draw 0, 1, 2, ...
 class Sampler {
  public:
-  explicit Sampler(uint64_t seed) : state_(seed) {}
+  explicit Sampler(uint64_t seed) : seed_(seed) {}
 
-  // `banned` ids (stop/eos tokens before min_tokens) are never chosen.
-  SampledToken Sample(std::span<const float> logits, const SamplingParams& params,
-                      std::span<const int32_t> banned = {});
+  SampledToken Sample(std::span<const float> logits, SamplingParams params, std::span<const int32_t> banned = {}) {
+    params.seed = seed_;
+    return SampleToken(logits, params, banned, draws_++);
+  }
 
  private:
-  // One draw from softmax(logits / temperature) restricted by top-k and top-p; `banned` is empty
-  // or has one flag per vocabulary id.
-  int32_t Draw(std::span<const float> logits, const SamplingParams& params, const std::vector<bool>& banned);
-  double Uniform();  // [0, 1)
-  uint64_t state_;   // SplitMix64
+  uint64_t seed_;
+  uint64_t draws_ = 0;
 };
 
 }  // namespace tpserve

@@ -6,6 +6,7 @@
 #include <span>
 #include <vector>
 
+#include "model/sampler.h"
 #include "model/step_trace.h"
 
 namespace tpserve {
@@ -15,7 +16,11 @@ struct SequencePlan {
   std::vector<int32_t> tokens;       // this step's new tokens: a prompt chunk or the last sample
   int32_t start_position = 0;        // position of tokens[0] (= tokens already in the KV cache)
   std::vector<int32_t> block_table;  // KV block ids covering positions [0, start + tokens)
-  bool want_logits = true;           // return logits of the last token (to sample from)
+  bool want_logits = true;           // sample a token from the last token's logits
+  // With want_logits: how to sample, and which of the sequence's draws this is (the tokens it has
+  // sampled so far), so that sampling is stateless: the same on any rank, backend or batch.
+  SamplingParams sampling;
+  int32_t sampled_tokens = 0;
 };
 
 struct StepPlan {
@@ -30,6 +35,9 @@ struct StepPlan {
 };
 
 struct StepResult {
+  // The token sampled for each sequence with want_logits, in plan order (SampleToken; stop/eos
+  // ids are banned while sampled_tokens < sampling.min_tokens).
+  std::vector<SampledToken> tokens;
   // Logits of the last token of each sequence with want_logits, in plan order:
   // [logit_rows, vocab_size] (vocabulary padding removed). Borrowed from the engine: valid until
   // its next Step (the buffers are reused, so a step never page-faults in fresh megabytes).

@@ -51,7 +51,6 @@ std::string FinishReasonName(FinishReason reason) {
 struct EngineLoop::Request {
   uint64_t id = 0;
   ServeRequest request;
-  Sampler sampler{0};
   std::unique_ptr<IncrementalDecoder> decoder;
   std::string held_text;  // decoded text not yet sent (may start a stop string)
   std::vector<SampledToken> pending_tokens;
@@ -67,9 +66,7 @@ EngineLoop::EngineLoop(Engine* engine, const Tokenizer* tokenizer, const EngineL
       tokenizer_(tokenizer),
       options_(options),
       metrics_(metrics),
-      scheduler_(WithEngineBlockSize(options.scheduler, *engine), &engine->block_pool()),
-      sampling_pool_(static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, 8u)),
-                     /*spin_iterations=*/0) {
+      scheduler_(WithEngineBlockSize(options.scheduler, *engine), &engine->block_pool()) {
   if (options_.max_model_len <= 0) options_.max_model_len = engine->config().max_position_embeddings;
   metrics_->kv_blocks_total = engine->block_pool().total_blocks();
   UpdateGauges();
@@ -110,7 +107,6 @@ Result<uint64_t> EngineLoop::Submit(ServeRequest request) {
   }
   auto r = std::make_unique<Request>();
   r->arrived = Clock::now();
-  r->sampler = Sampler(request.sampling.seed);
   r->decoder = std::make_unique<IncrementalDecoder>(*tokenizer_, /*skip_special=*/true);
   r->request = std::move(request);
   uint64_t id;
@@ -201,8 +197,11 @@ void EngineLoop::Step() {
   if (decision.plan.sequences.empty()) return;
   const auto now = Clock::now();
   int started = 0;
-  for (ScheduledSequence* s : decision.sequences) {
-    Request& r = *requests_.at(s->id);
+  for (size_t k = 0; k < decision.sequences.size(); ++k) {
+    Request& r = *requests_.at(decision.sequences[k]->id);
+    // The engine samples: how, and which of the request's draws this is.
+    decision.plan.sequences[k].sampling = r.request.sampling;
+    decision.plan.sequences[k].sampled_tokens = r.completion_tokens;
     if (!r.scheduled) {
       r.scheduled = true;
       ++started;
@@ -236,24 +235,7 @@ void EngineLoop::Step() {
     }
   }
 
-  // Sample every sequence that wants a token, in parallel: each request's own sampler (and seed)
-  // on one thread, so the draws are the same as one by one.
-  const int vocab = engine_->config().vocab_size;
-  std::vector<Request*> sampled_requests;  // [logit rows], plan order
-  for (size_t k = 0; k < decision.sequences.size(); ++k) {
-    if (decision.plan.sequences[k].want_logits) sampled_requests.push_back(requests_.at(decision.sequences[k]->id).get());
-  }
-  std::vector<SampledToken> tokens(sampled_requests.size());
-  sampling_pool_.ParallelFor(sampled_requests.size(), 1, [&](size_t begin, size_t end) {
-    for (size_t row = begin; row < end; ++row) {
-      Request& r = *sampled_requests[row];
-      const std::span<const float> logits = result->logits.subspan(row * vocab, vocab);
-      const std::vector<int32_t> banned =
-          BannedTokens(r.request.sampling, engine_->config().eos_token_ids, r.completion_tokens);
-      tokens[row] = r.sampler.Sample(logits, r.request.sampling, banned);
-    }
-  });
-
+  const std::vector<SampledToken>& tokens = result->tokens;  // [sequences with want_logits], plan order
   // Each sequence's share of the step, by its tokens in it; then its token, in plan order.
   const double tokens_in_step = std::max(1, decision.plan.token_count());
   size_t row = 0;

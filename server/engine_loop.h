@@ -16,7 +16,6 @@
 #include <vector>
 
 #include "common/status.h"
-#include "kernels/cpu/thread_pool.h"
 #include "model/engine.h"
 #include "model/sampler.h"
 #include "model/tokenizer/tokenizer.h"
@@ -98,9 +97,6 @@ class EngineLoop {
   EngineLoopOptions options_;
   ServerMetrics* metrics_;
   Scheduler scheduler_;
-  // Samples a step's sequences in parallel (each request's sampler on one thread) while the rank
-  // threads wait for the next step: at batch 32 a 128k-vocabulary argmax per row is milliseconds.
-  cpu::ThreadPool sampling_pool_;
   std::unordered_map<uint64_t, std::unique_ptr<Request>> requests_;  // engine thread only
   int64_t step_id_ = 0;
 

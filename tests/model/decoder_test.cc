@@ -133,6 +133,43 @@ INSTANTIATE_TEST_SUITE_P(DegreesAndKernels, BatchInvariance,
                                   cpu::LinearKernelName(std::get<1>(param_info.param));
                          });
 
+// The engine samples (the contract every backend keeps): one token per sequence that wants one,
+// in plan order, with its parameters, its bans and its draw number.
+TEST(Engine, SamplesEachSequenceThatWantsATokenWithItsOwnParameters) {
+  auto engine = MakeEngine(2);
+  const int vocab = engine->config().vocab_size;
+  StepPlan plan;
+  plan.sequences.push_back({.sequence_id = 1, .tokens = {128000, 791}, .start_position = 0,
+                            .block_table = testing::AllocateBlocks(*engine, 2)});
+  plan.sequences.push_back({.sequence_id = 2, .tokens = {128000, 9906, 1917}, .start_position = 0,
+                            .block_table = testing::AllocateBlocks(*engine, 3), .want_logits = false});
+  plan.sequences.push_back({.sequence_id = 3, .tokens = {128000, 40}, .start_position = 0,
+                            .block_table = testing::AllocateBlocks(*engine, 2),
+                            .sampling = {.temperature = 1.0f, .seed = 9}, .sampled_tokens = 4});
+  auto first = engine->Step(plan);
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  ASSERT_EQ(first->tokens.size(), 2u);
+  ASSERT_EQ(first->logit_rows, 2);
+  // Greedy: the largest logit of row 0, found here by a plain scan.
+  const std::vector<float> row0(first->logits.begin(), first->logits.begin() + vocab);
+  const int argmax = static_cast<int>(std::max_element(row0.begin(), row0.end()) - row0.begin());
+  EXPECT_EQ(first->tokens[0].id, argmax);
+  // Sampled: draw number 4 of seed 9 on row 1's logits.
+  const std::vector<float> row1(first->logits.begin() + vocab, first->logits.begin() + 2 * vocab);
+  EXPECT_EQ(first->tokens[1].id, SampleToken(row1, plan.sequences[2].sampling, {}, 4).id);
+
+  // Before min_tokens a stop id is banned: with the argmax as a stop id, greedy takes the runner-up.
+  plan.sequences[0].sampling = {.min_tokens = 1, .stop_token_ids = {argmax}};
+  auto banned = engine->Step(plan);
+  ASSERT_TRUE(banned.ok());
+  std::vector<float> without_argmax = row0;
+  without_argmax[argmax] = -INFINITY;
+  const int runner_up = static_cast<int>(std::max_element(without_argmax.begin(), without_argmax.end()) -
+                                         without_argmax.begin());
+  EXPECT_EQ(banned->tokens[0].id, runner_up);
+  EXPECT_EQ(banned->tokens[1].id, first->tokens[1].id);  // stateless: the same draw again
+}
+
 TEST(Engine, BadPlansFailAloneAndTheEngineKeepsWorking) {
   auto engine = MakeEngine(2);
   SequencePlan bad{.sequence_id = 9, .tokens = {5, 999999}, .start_position = 0,
