@@ -5,7 +5,10 @@ target_compile_options(tpserve_warnings INTERFACE
                             -Wno-missing-field-initializers>
   # GCC 12 reports false -Wrestrict positives inside libstdc++'s std::string at -O3 (GCC PR 105329).
   $<$<AND:$<COMPILE_LANGUAGE:CXX>,$<CXX_COMPILER_ID:GNU>>:-Wno-restrict>
-  $<$<AND:$<COMPILE_LANGUAGE:CXX>,$<BOOL:${TPSERVE_WERROR}>>:-Werror>)
+  $<$<AND:$<COMPILE_LANGUAGE:CXX>,$<BOOL:${TPSERVE_WERROR}>>:-Werror>
+  # nvcc: its own warnings and the host compiler's, as errors in CI.
+  $<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-Wall,-Wextra>
+  $<$<AND:$<COMPILE_LANGUAGE:CUDA>,$<BOOL:${TPSERVE_WERROR}>>:-Werror=all-warnings -Xcompiler=-Werror>)
 
 if(TPSERVE_SANITIZE)
   add_compile_options(-fsanitize=${TPSERVE_SANITIZE} -fno-omit-frame-pointer

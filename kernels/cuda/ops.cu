@@ -1,0 +1,128 @@
+#include <cuda_runtime.h>
+
+#include <string>
+
+#include "kernels/cuda/ops.h"
+
+namespace tpserve::cuda {
+namespace {
+
+constexpr int kNormThreads = 256;  // one block per row; the reduction tree depends on this alone
+
+Status LaunchStatus(const char* kernel) {
+  const cudaError_t error = cudaGetLastError();
+  if (error == cudaSuccess) return Status::Ok();
+  return Status(StatusCode::kInternal,
+                std::string(kernel) + ": " + cudaGetErrorName(error) + " (" + cudaGetErrorString(error) + ")");
+}
+
+cudaStream_t AsStream(void* stream) { return static_cast<cudaStream_t>(stream); }
+
+// Sum of squares of one row in a fixed order: each thread strides over the row, then a fixed
+// shared-memory tree. Double accumulation, like the CPU.
+__device__ double RowSumOfSquares(const float* row, int n) {
+  __shared__ double partial[kNormThreads];
+  double sum = 0;
+  for (int i = threadIdx.x; i < n; i += kNormThreads) sum += static_cast<double>(row[i]) * row[i];
+  partial[threadIdx.x] = sum;
+  __syncthreads();
+  for (int width = kNormThreads / 2; width > 0; width /= 2) {
+    if (threadIdx.x < width) partial[threadIdx.x] += partial[threadIdx.x + width];
+    __syncthreads();
+  }
+  return partial[0];
+}
+
+__global__ void RmsNormKernel(const float* x, const float* weight, float* y, int n, float eps) {
+  const float* row = x + static_cast<size_t>(blockIdx.x) * n;
+  const double sum = RowSumOfSquares(row, n);
+  const float scale = static_cast<float>(1.0 / sqrt(sum / n + eps));
+  for (int i = threadIdx.x; i < n; i += kNormThreads) y[static_cast<size_t>(blockIdx.x) * n + i] = row[i] * scale * weight[i];
+}
+
+__global__ void AddRmsNormKernel(float* residual, const float* delta, const float* weight, float* y, int n,
+                                 float eps) {
+  float* row = residual + static_cast<size_t>(blockIdx.x) * n;
+  const float* add = delta + static_cast<size_t>(blockIdx.x) * n;
+  for (int i = threadIdx.x; i < n; i += kNormThreads) row[i] += add[i];
+  __syncthreads();
+  const double sum = RowSumOfSquares(row, n);
+  const float scale = static_cast<float>(1.0 / sqrt(sum / n + eps));
+  for (int i = threadIdx.x; i < n; i += kNormThreads) y[static_cast<size_t>(blockIdx.x) * n + i] = row[i] * scale * weight[i];
+}
+
+__global__ void SiluMulKernel(const float* gate, const float* up, float* out, size_t n) {
+  const size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  const float g = gate[i];
+  out[i] = g / (1.0f + expf(-g)) * up[i];
+}
+
+// One thread per (token, head, pair i): element i pairs with element i + head_dim / 2.
+__global__ void RopeKernel(float* x, const int32_t* positions, const double* inv_freq, int heads, int head_dim) {
+  const int half = head_dim / 2;
+  const int pair = threadIdx.x;
+  const int head = blockIdx.y;
+  const int token = blockIdx.x;
+  if (pair >= half) return;
+  double s, c;
+  sincos(static_cast<double>(positions[token]) * inv_freq[pair], &s, &c);
+  const float cos_angle = static_cast<float>(c), sin_angle = static_cast<float>(s);
+  float* h = x + (static_cast<size_t>(token) * heads + head) * head_dim;
+  const float a = h[pair], b = h[pair + half];
+  h[pair] = a * cos_angle - b * sin_angle;
+  h[pair + half] = b * cos_angle + a * sin_angle;
+}
+
+__global__ void EmbeddingGatherKernel(const uint16_t* table, const int32_t* ids, float* out, int hidden,
+                                      int vocab_begin, int vocab_rows) {
+  const int token = blockIdx.x;
+  const int local = ids[token] - vocab_begin;
+  const bool mine = local >= 0 && local < vocab_rows;
+  for (int i = threadIdx.x; i < hidden; i += blockDim.x) {
+    const uint32_t bits = mine ? static_cast<uint32_t>(table[static_cast<size_t>(local) * hidden + i]) << 16 : 0u;
+    out[static_cast<size_t>(token) * hidden + i] = __uint_as_float(bits);
+  }
+}
+
+}  // namespace
+
+Status RmsNorm(const float* x, const float* weight, float* y, int rows, int n, float eps, void* stream) {
+  if (rows == 0) return Status::Ok();
+  RmsNormKernel<<<rows, kNormThreads, 0, AsStream(stream)>>>(x, weight, y, n, eps);
+  return LaunchStatus("RmsNorm");
+}
+
+Status AddRmsNorm(float* residual, const float* delta, const float* weight, float* y, int rows, int n, float eps,
+                  void* stream) {
+  if (rows == 0) return Status::Ok();
+  AddRmsNormKernel<<<rows, kNormThreads, 0, AsStream(stream)>>>(residual, delta, weight, y, n, eps);
+  return LaunchStatus("AddRmsNorm");
+}
+
+Status SiluMul(const float* gate, const float* up, float* out, size_t n, void* stream) {
+  if (n == 0) return Status::Ok();
+  constexpr int kThreads = 256;
+  SiluMulKernel<<<static_cast<unsigned>((n + kThreads - 1) / kThreads), kThreads, 0, AsStream(stream)>>>(gate, up,
+                                                                                                         out, n);
+  return LaunchStatus("SiluMul");
+}
+
+Status ApplyRope(float* x, const int32_t* positions, const double* inv_freq, int tokens, int heads, int head_dim,
+                 void* stream) {
+  if (tokens == 0) return Status::Ok();
+  if (head_dim % 2 != 0 || head_dim / 2 > 1024) {
+    return InvalidArgument("ApplyRope: head_dim " + std::to_string(head_dim) + " must be even and at most 2048");
+  }
+  RopeKernel<<<dim3(tokens, heads), head_dim / 2, 0, AsStream(stream)>>>(x, positions, inv_freq, heads, head_dim);
+  return LaunchStatus("ApplyRope");
+}
+
+Status EmbeddingGather(const uint16_t* table, const int32_t* ids, float* out, int tokens, int hidden,
+                       int vocab_begin, int vocab_rows, void* stream) {
+  if (tokens == 0) return Status::Ok();
+  EmbeddingGatherKernel<<<tokens, 256, 0, AsStream(stream)>>>(table, ids, out, hidden, vocab_begin, vocab_rows);
+  return LaunchStatus("EmbeddingGather");
+}
+
+}  // namespace tpserve::cuda
