@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Packs what the device check needs onto a GPU machine that has nvcc, CMake, ninja and PyTorch but
+# none of our Debian packages and no network: the binaries built here (sm_90), the CUDA module, the
+# Debian shared libraries they load (not glibc or libstdc++, which the device has), and the Llama-3
+# tokenizer (for dummy models). Run after a build; carry the folder it writes ($GPU_BUNDLE, default
+# gpu-bundle/; gpu_check.sh reads the same variable).
+#
+#   scripts/gpu_bundle.sh [BUILD_DIR]        (default: build)
+set -euo pipefail
+REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+BUILD="${1:-$REPO/build}"
+BUNDLE="${GPU_BUNDLE:-$REPO/gpu-bundle}"
+
+rm -rf "$BUNDLE"
+mkdir -p "$BUNDLE/lib" "$BUNDLE/assets/tokenizers"
+binaries=("$BUILD/server/tpserve" "$BUILD/tests/cuda_ops_test" "$BUILD/lib/libtpserve_cuda.so")
+for binary in "${binaries[@]}"; do
+  [[ -f "$binary" ]] || { echo "gpu_bundle: $binary is missing (build with nvcc present first)" >&2; exit 1; }
+  cp "$binary" "$BUNDLE/"
+done
+# Shared libraries that are ours to bring; the C and C++ runtimes are the device's own.
+ldd "${binaries[@]}" | awk '/=> \// {print $3}' | sort -u | while read -r lib; do
+  case "$(basename "$lib")" in
+    libc.so*|libm.so*|libdl.so*|libpthread.so*|librt.so*|libgcc_s.so*|libstdc++.so*) ;;
+    *) cp -L "$lib" "$BUNDLE/lib/" ;;
+  esac
+done
+cp -r "$REPO/.assets/tokenizers/llama3" "$BUNDLE/assets/tokenizers/"
+echo "gpu_bundle: $(du -sh "$BUNDLE" | cut -f1) in $BUNDLE ($(find "$BUNDLE/lib" -type f | wc -l) libraries)"
