@@ -57,19 +57,4 @@ bool IsStopToken(const SamplingParams& params, std::span<const int> eos_ids, int
 SampledToken SampleToken(std::span<const float> logits, const SamplingParams& params,
                          std::span<const int32_t> banned, uint64_t draw);
 
-// A sequence's draws in order: SampleToken with draw 0, 1, 2, ...
-class Sampler {
- public:
-  explicit Sampler(uint64_t seed) : seed_(seed) {}
-
-  SampledToken Sample(std::span<const float> logits, SamplingParams params, std::span<const int32_t> banned = {}) {
-    params.seed = seed_;
-    return SampleToken(logits, params, banned, draws_++);
-  }
-
- private:
-  uint64_t seed_;
-  uint64_t draws_ = 0;
-};
-
 }  // namespace tpserve

@@ -8,6 +8,20 @@
 namespace tpserve {
 namespace {
 
+// A sequence's draws in order (draw 0, 1, 2, ...), as the engine makes them step by step.
+class Sampler {
+ public:
+  explicit Sampler(uint64_t seed) : seed_(seed) {}
+  SampledToken Sample(std::span<const float> logits, SamplingParams params, std::span<const int32_t> banned = {}) {
+    params.seed = seed_;
+    return SampleToken(logits, params, banned, draws_++);
+  }
+
+ private:
+  uint64_t seed_;
+  uint64_t draws_ = 0;
+};
+
 const std::vector<float> kLogits = {1.0f, 2.5f, 0.3f, -1.0f, 2.0f, 0.0f, 1.7f, -0.5f, 0.9f, 1.2f};
 
 std::vector<double> Softmax(const std::vector<float>& logits, double temperature) {
