@@ -95,11 +95,13 @@ class [[nodiscard]] Result {
 #define TPS_CONCAT_INNER(a, b) a##b
 #define TPS_CONCAT(a, b) TPS_CONCAT_INNER(a, b)
 
-// Returns the Status from the enclosing function when `expr` (a Status) is not OK.
-#define RETURN_IF_ERROR(expr)                     \
-  do {                                            \
-    ::tpserve::Status tps_status_ = (expr);       \
-    if (!tps_status_.ok()) return tps_status_;    \
+// Returns the Status from the enclosing function when `expr` (a Status) is not OK. Each use has
+// its own variable, so that `expr` may hold a lambda that uses the macro too.
+#define RETURN_IF_ERROR(expr) RETURN_IF_ERROR_IMPL(TPS_CONCAT(tps_status_, __COUNTER__), expr)
+#define RETURN_IF_ERROR_IMPL(status, expr) \
+  do {                                     \
+    ::tpserve::Status status = (expr);     \
+    if (!status.ok()) return status;       \
   } while (0)
 
 // `ASSIGN_OR_RETURN(auto x, ComputeResult());` unwraps a Result or returns its Status.

@@ -21,7 +21,7 @@ Result<CudaProbe> ProbeCudaBackend() {
     return Status(StatusCode::kUnavailable,
                   count == 0 ? std::string("no CUDA device") : std::string(report));
   }
-  const bool has_decoder = dlsym(module, "tpserve_cuda_create_rank") != nullptr;
+  const bool has_decoder = dlsym(module, "tpserve_cuda_create_group") != nullptr;
   return CudaProbe{path, count, report, has_decoder};
 }
 

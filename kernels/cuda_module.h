@@ -12,7 +12,7 @@ struct CudaProbe {
   std::string module_path;  // the module that was loaded
   int device_count = 0;
   std::string report;       // one line per device
-  bool has_decoder = false;  // the module can run ranks (exports tpserve_cuda_create_rank)
+  bool has_decoder = false;  // the module can run ranks (exports tpserve_cuda_create_group)
 };
 
 // $TPSERVE_CUDA_MODULE, else the module built next to this binary. An error says why CUDA is

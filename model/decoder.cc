@@ -47,7 +47,13 @@ class OpTimer {
   bool enabled_;
 };
 
-cpu::RopeParams RopeFor(const ModelConfig& c) {
+
+const uint16_t* Bf16(const HostTensor& t) { return t.view<uint16_t>().data(); }
+const float* F32(const HostTensor& t) { return t.bytes.empty() ? nullptr : t.view<float>().data(); }
+
+}  // namespace
+
+cpu::RopeParams RopeParamsFor(const ModelConfig& c) {
   cpu::RopeParams p;
   p.head_dim = c.head_dim;
   p.theta = c.rope_theta;
@@ -62,11 +68,6 @@ cpu::RopeParams RopeFor(const ModelConfig& c) {
   }
   return p;
 }
-
-const uint16_t* Bf16(const HostTensor& t) { return t.view<uint16_t>().data(); }
-const float* F32(const HostTensor& t) { return t.bytes.empty() ? nullptr : t.view<float>().data(); }
-
-}  // namespace
 
 struct Decoder::Batch {
   std::vector<int32_t> ids;        // [tokens]
@@ -84,7 +85,7 @@ Decoder::Decoder(const ModelConfig& config, RankWeights weights, RankKvCache* kv
       comm_(comm),
       pool_(pool),
       options_(options),
-      rope_inv_freq_(cpu::RopeInverseFrequencies(RopeFor(config))) {}
+      rope_inv_freq_(cpu::RopeInverseFrequencies(RopeParamsFor(config))) {}
 
 void Decoder::Embed(const Batch& batch, float* x) {
   const RankShape& s = weights_.shape;

@@ -11,10 +11,14 @@
 #include "kernels/cpu/thread_pool.h"
 #include "model/kv_cache.h"
 #include "model/model_config.h"
+#include "model/rank_decoder.h"
 #include "model/rank_weights.h"
 #include "model/step_plan.h"
 
 namespace tpserve {
+
+// The model's rotary embedding as the kernels take it (both backends).
+cpu::RopeParams RopeParamsFor(const ModelConfig& config);
 
 struct DecoderOptions {
   bool trace = true;  // time every op into the step trace (off: only the rank's total)
@@ -25,7 +29,7 @@ struct DecoderOptions {
   int64_t fail_at_forward = -1;
 };
 
-class Decoder {
+class Decoder final : public RankDecoder {
  public:
   Decoder(const ModelConfig& config, RankWeights weights, RankKvCache* kv_cache,
           Communicator* comm, cpu::ThreadPool* pool, DecoderOptions options = {});
@@ -33,9 +37,9 @@ class Decoder {
   // Runs the plan on this rank. On return `logits` holds [rows, vocab_padded] for the sequences
   // that want logits (every rank gets them through the AllGather); pass the same vector every step
   // so its memory is reused.
-  Status Forward(const StepPlan& plan, std::vector<float>* logits, RankTrace* trace);
+  Status Forward(const StepPlan& plan, std::vector<float>* logits, RankTrace* trace) override;
 
-  const RankShape& shape() const { return weights_.shape; }
+  const RankShape& shape() const override { return weights_.shape; }
   const RankWeights& weights() const { return weights_; }
 
  private:

@@ -3,18 +3,22 @@
 #include <algorithm>
 #include <chrono>
 #include <pthread.h>
+#include <spdlog/spdlog.h>
 
 #include "comm/in_process_communicator.h"
+#include "kernels/cuda_module.h"
+#include "model/cuda_backend.h"
 #include "model/decoder.h"
 #include "model/weight_layout.h"
 
 namespace tpserve {
 
 struct Engine::Rank {
+  // CPU backend only (the CUDA decoder owns its communicator, streams and KV blocks):
   std::unique_ptr<InProcessCommunicator> comm;
   std::unique_ptr<cpu::ThreadPool> pool;
   std::unique_ptr<RankKvCache> kv_cache;
-  std::unique_ptr<Decoder> decoder;
+  std::unique_ptr<RankDecoder> decoder;
   // Results of the current step.
   Status status;
   std::vector<float> logits;
@@ -30,53 +34,12 @@ Engine::Engine(const ModelConfig& config, const EngineOptions& options)
 Result<std::unique_ptr<Engine>> Engine::Create(const ModelDirectory& model,
                                                const EngineOptions& options) {
   const ModelConfig& c = model.config;
-  if (options.device != DeviceKind::kCpu) {
-    return Unimplemented(std::string("--device ") + DeviceKindName(options.device) +
-                         ": this engine runs CPU ranks only (resolve auto first; no CUDA decoder yet)");
-  }
+  if (options.device == DeviceKind::kAuto) return InvalidArgument("--device auto must be resolved before Engine::Create");
   RETURN_IF_ERROR(CheckTensorParallel(c, options.tp));
   if (options.block_size < 1) return InvalidArgument("--block-size must be at least 1");
-  if (options.kv_cache_mb < 1) return InvalidArgument("--kv-cache-mb must be at least 1");
-  if (!cpu::LinearKernelAvailable(options.linear_kernel)) {
-    return InvalidArgument(std::string("--linear-kernel ") + cpu::LinearKernelName(options.linear_kernel) +
-                           " does not run on this CPU");
-  }
+  if (options.kv_cache_mb < 0) return InvalidArgument("--kv-cache-mb must not be negative");
   std::unique_ptr<Engine> engine(new Engine(c, options));
-  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  const int threads = options.threads > 0 ? options.threads : cores;
-  engine->threads_per_rank_ = std::max(1, threads / options.tp);
-
-  const RankShape shape0 = ShapeForRank(c, 0, options.tp);
-  const size_t block_bytes =
-      RankKvCache::BytesPerBlock(c.num_layers, options.block_size, shape0.kv_heads, c.head_dim) *
-      options.tp;
-  const int num_blocks = options.kv_cache_blocks > 0
-                             ? options.kv_cache_blocks
-                             : static_cast<int>((static_cast<size_t>(options.kv_cache_mb) << 20) / block_bytes);
-  if (num_blocks < 1) {
-    return InvalidArgument("--kv-cache-mb " + std::to_string(options.kv_cache_mb) +
-                           " holds no block of " + std::to_string(block_bytes) + " bytes");
-  }
-  engine->block_pool_ = std::make_unique<KvBlockPool>(num_blocks);
-
-  auto comms = InProcessCommunicator::CreateGroup(options.tp);
-  for (int r = 0; r < options.tp; ++r) {
-    auto rank = std::make_unique<Rank>();
-    ASSIGN_OR_RETURN(RankWeights weights, LoadRankWeights(model.checkpoint, c, r, options.tp));
-    ArrangeProjections(options.linear_kernel, &weights);
-    engine->weight_bytes_per_rank_ = weights.Bytes();
-    rank->comm = std::move(comms[r]);
-    rank->pool = std::make_unique<cpu::ThreadPool>(engine->threads_per_rank_);
-    rank->kv_cache = std::make_unique<RankKvCache>(c.num_layers, num_blocks, options.block_size,
-                                                   weights.shape.kv_heads, c.head_dim);
-    DecoderOptions decoder_options{.trace = options.trace,
-                                   .skip_mlp_allreduce_layer = options.skip_mlp_allreduce_layer,
-                                   .fail_at_forward = options.fail_at_step};
-    rank->decoder = std::make_unique<Decoder>(engine->config_, std::move(weights),
-                                              rank->kv_cache.get(), rank->comm.get(),
-                                              rank->pool.get(), decoder_options);
-    engine->ranks_.push_back(std::move(rank));
-  }
+  RETURN_IF_ERROR(options.device == DeviceKind::kCuda ? engine->CreateCudaRanks(model) : engine->CreateCpuRanks(model));
   for (int r = 0; r < options.tp; ++r) {
     engine->threads_.emplace_back([e = engine.get(), r] {
       // Named so profilers (and bench_serve's CPU accounting) can tell engine threads apart.
@@ -85,6 +48,87 @@ Result<std::unique_ptr<Engine>> Engine::Create(const ModelDirectory& model,
     });
   }
   return engine;
+}
+
+Status Engine::CreateCpuRanks(const ModelDirectory& model) {
+  const ModelConfig& c = config_;
+  const EngineOptions& options = options_;
+  if (!cpu::LinearKernelAvailable(options.linear_kernel)) {
+    return InvalidArgument(std::string("--linear-kernel ") + cpu::LinearKernelName(options.linear_kernel) +
+                           " does not run on this CPU");
+  }
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const int threads = options.threads > 0 ? options.threads : cores;
+  threads_per_rank_ = std::max(1, threads / options.tp);
+
+  const RankShape shape0 = ShapeForRank(c, 0, options.tp);
+  const size_t block_bytes =
+      RankKvCache::BytesPerBlock(c.num_layers, options.block_size, shape0.kv_heads, c.head_dim) * options.tp;
+  const int kv_cache_mb = options.kv_cache_mb > 0 ? options.kv_cache_mb : 256;
+  const int num_blocks = options.kv_cache_blocks > 0
+                             ? options.kv_cache_blocks
+                             : static_cast<int>((static_cast<size_t>(kv_cache_mb) << 20) / block_bytes);
+  if (num_blocks < 1) {
+    return InvalidArgument("--kv-cache-mb " + std::to_string(kv_cache_mb) + " holds no block of " +
+                           std::to_string(block_bytes) + " bytes");
+  }
+  block_pool_ = std::make_unique<KvBlockPool>(num_blocks);
+
+  auto comms = InProcessCommunicator::CreateGroup(options.tp);
+  for (int r = 0; r < options.tp; ++r) {
+    auto rank = std::make_unique<Rank>();
+    ASSIGN_OR_RETURN(RankWeights weights, LoadRankWeights(model.checkpoint, c, r, options.tp));
+    ArrangeProjections(options.linear_kernel, &weights);
+    weight_bytes_per_rank_ = weights.Bytes();
+    rank->comm = std::move(comms[r]);
+    rank->pool = std::make_unique<cpu::ThreadPool>(threads_per_rank_);
+    rank->kv_cache = std::make_unique<RankKvCache>(c.num_layers, num_blocks, options.block_size,
+                                                   weights.shape.kv_heads, c.head_dim);
+    DecoderOptions decoder_options{.trace = options.trace,
+                                   .skip_mlp_allreduce_layer = options.skip_mlp_allreduce_layer,
+                                   .fail_at_forward = options.fail_at_step};
+    rank->decoder = std::make_unique<Decoder>(config_, std::move(weights), rank->kv_cache.get(), rank->comm.get(),
+                                              rank->pool.get(), decoder_options);
+    ranks_.push_back(std::move(rank));
+  }
+  return Status::Ok();
+}
+
+Status Engine::CreateCudaRanks(const ModelDirectory& model) {
+  const EngineOptions& options = options_;
+  if (options.skip_mlp_allreduce_layer >= 0 || options.fail_at_step >= 0) {
+    return Unimplemented("fault injection runs on the CPU backend only");
+  }
+  ASSIGN_OR_RETURN(CudaProbe probe, ProbeCudaBackend());
+  CudaGroupRequest request;
+  request.config = &config_;
+  request.options = CudaGroupOptions{
+      .tp = options.tp,
+      .share_gpu = options.share_gpu,
+      .block_size = options.block_size,
+      .kv_cache_blocks = options.kv_cache_blocks,
+      .kv_cache_bytes = static_cast<int64_t>(options.kv_cache_mb) << 20,
+      .gpu_memory_utilization = options.gpu_memory_utilization,
+      .trace = options.trace,
+      .collective_timeout = std::chrono::milliseconds(options.collective_timeout_ms)};
+  request.load_rank = [&](int r) -> Result<RankWeights> {
+    ASSIGN_OR_RETURN(RankWeights weights, LoadRankWeights(model.checkpoint, config_, r, options.tp));
+    weight_bytes_per_rank_ = weights.Bytes();
+    return weights;
+  };
+  request.log = [](const std::string& line) { spdlog::info("cuda: {}", line); };
+  ASSIGN_OR_RETURN(CudaGroup group, CreateCudaGroup(probe.module_path, request));
+  if (static_cast<int>(group.ranks.size()) != options.tp) {
+    return Internal("the CUDA module made " + std::to_string(group.ranks.size()) + " ranks for --tp " +
+                    std::to_string(options.tp));
+  }
+  block_pool_ = std::make_unique<KvBlockPool>(group.kv_blocks);
+  for (auto& decoder : group.ranks) {
+    auto rank = std::make_unique<Rank>();
+    rank->decoder = std::move(decoder);
+    ranks_.push_back(std::move(rank));
+  }
+  return Status::Ok();
 }
 
 Engine::~Engine() {

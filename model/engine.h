@@ -20,14 +20,18 @@
 namespace tpserve {
 
 struct EngineOptions {
-  // Resolved before Create (ResolveDevice): kCpu, or kCuda once the CUDA decoder exists. The
-  // command line's default is auto.
+  // Resolved before Create (ResolveDevice): kCpu or kCuda. The command line's default is auto.
   DeviceKind device = DeviceKind::kCpu;
   int tp = 1;
   int threads = 0;         // compute threads in all, shared out among ranks (0: all cores)
   int block_size = 16;     // tokens per KV block
-  int kv_cache_mb = 256;   // KV cache size in MiB, all ranks together
+  // KV cache size in MiB, all ranks together; 0: the backend's default (CPU: 256 MiB; CUDA:
+  // what --gpu-memory-utilization leaves after the weights).
+  int kv_cache_mb = 0;
   int kv_cache_blocks = 0; // exact number of KV blocks (overrides kv_cache_mb when > 0)
+  double gpu_memory_utilization = 0.9;  // CUDA: share of each GPU's memory tpserve may fill
+  bool share_gpu = false;               // CUDA: every rank on one GPU (tests; rank-order sums)
+  int collective_timeout_ms = 60000;    // CUDA: a step that has not finished by then fails
   bool trace = true;       // per-op timing in every step's trace
   cpu::LinearKernel linear_kernel = cpu::BestLinearKernel();  // one kernel for every step
   int skip_mlp_allreduce_layer = -1;  // fault injection for tests
@@ -56,6 +60,8 @@ class Engine {
  private:
   struct Rank;
   Engine(const ModelConfig& config, const EngineOptions& options);
+  Status CreateCpuRanks(const ModelDirectory& model);
+  Status CreateCudaRanks(const ModelDirectory& model);
   void RankLoop(int rank);
   // result->tokens: one SampleToken per row of result->logits, in parallel.
   Status SampleRows(const StepPlan& plan, StepResult* result);

@@ -59,7 +59,8 @@ __global__ void SiluMulKernel(const float* gate, const float* up, float* out, si
 }
 
 // One thread per (token, head, pair i): element i pairs with element i + head_dim / 2.
-__global__ void RopeKernel(float* x, const int32_t* positions, const double* inv_freq, int heads, int head_dim) {
+__global__ void RopeKernel(float* x, int row_stride, int offset, const int32_t* positions, const double* inv_freq,
+                           int head_dim) {
   const int half = head_dim / 2;
   const int pair = threadIdx.x;
   const int head = blockIdx.y;
@@ -68,7 +69,7 @@ __global__ void RopeKernel(float* x, const int32_t* positions, const double* inv
   double s, c;
   sincos(static_cast<double>(positions[token]) * inv_freq[pair], &s, &c);
   const float cos_angle = static_cast<float>(c), sin_angle = static_cast<float>(s);
-  float* h = x + (static_cast<size_t>(token) * heads + head) * head_dim;
+  float* h = x + static_cast<size_t>(token) * row_stride + offset + static_cast<size_t>(head) * head_dim;
   const float a = h[pair], b = h[pair + half];
   h[pair] = a * cos_angle - b * sin_angle;
   h[pair + half] = b * cos_angle + a * sin_angle;
@@ -84,6 +85,51 @@ __global__ void EmbeddingGatherKernel(const uint16_t* table, const int32_t* ids,
     out[static_cast<size_t>(token) * hidden + i] = __uint_as_float(bits);
   }
 }
+
+// Round to nearest even, NaN kept quiet: the same bits as F32ToBF16 on the host.
+__device__ uint16_t ToBf16Bits(float value) {
+  const uint32_t bits = __float_as_uint(value);
+  if ((bits & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((bits >> 16) | 0x40u);
+  return static_cast<uint16_t>((bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16);
+}
+
+__global__ void CastToBf16Kernel(const float* x, uint16_t* y, size_t n) {
+  const size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < n) y[i] = ToBf16Bits(x[i]);
+}
+
+__global__ void AddBiasKernel(float* y, const float* bias, int n) {
+  float* row = y + static_cast<size_t>(blockIdx.x) * n;
+  for (int i = threadIdx.x; i < n; i += blockDim.x) row[i] += bias[i];
+}
+
+__global__ void SiluMulRowsKernel(const float* gate_up, uint16_t* out, int n) {
+  const float* gate = gate_up + static_cast<size_t>(blockIdx.x) * 2 * n;
+  const float* up = gate + n;
+  uint16_t* row = out + static_cast<size_t>(blockIdx.x) * n;
+  for (int i = threadIdx.x; i < n; i += blockDim.x) {
+    const float g = gate[i];
+    row[i] = ToBf16Bits(g / (1.0f + expf(-g)) * up[i]);
+  }
+}
+
+__global__ void WriteKvKernel(const float* qkv, int row_stride, int k_offset, int v_offset, int kv_width,
+                              const int32_t* slots, float* key_cache, float* value_cache) {
+  const float* row = qkv + static_cast<size_t>(blockIdx.x) * row_stride;
+  const size_t slot = static_cast<size_t>(slots[blockIdx.x]) * kv_width;
+  for (int i = threadIdx.x; i < kv_width; i += blockDim.x) {
+    key_cache[slot + i] = row[k_offset + i];
+    value_cache[slot + i] = row[v_offset + i];
+  }
+}
+
+__global__ void GatherRowsKernel(const float* x, const int32_t* rows, float* out, int n) {
+  const float* from = x + static_cast<size_t>(rows[blockIdx.x]) * n;
+  float* to = out + static_cast<size_t>(blockIdx.x) * n;
+  for (int i = threadIdx.x; i < n; i += blockDim.x) to[i] = from[i];
+}
+
+unsigned Blocks(size_t n, int threads) { return static_cast<unsigned>((n + threads - 1) / threads); }
 
 }  // namespace
 
@@ -110,11 +156,17 @@ Status SiluMul(const float* gate, const float* up, float* out, size_t n, void* s
 
 Status ApplyRope(float* x, const int32_t* positions, const double* inv_freq, int tokens, int heads, int head_dim,
                  void* stream) {
-  if (tokens == 0) return Status::Ok();
+  return ApplyRopeStrided(x, heads * head_dim, 0, positions, inv_freq, tokens, heads, head_dim, stream);
+}
+
+Status ApplyRopeStrided(float* x, int row_stride, int offset, const int32_t* positions, const double* inv_freq,
+                        int tokens, int heads, int head_dim, void* stream) {
+  if (tokens == 0 || heads == 0) return Status::Ok();
   if (head_dim % 2 != 0 || head_dim / 2 > 1024) {
     return InvalidArgument("ApplyRope: head_dim " + std::to_string(head_dim) + " must be even and at most 2048");
   }
-  RopeKernel<<<dim3(tokens, heads), head_dim / 2, 0, AsStream(stream)>>>(x, positions, inv_freq, heads, head_dim);
+  RopeKernel<<<dim3(tokens, heads), head_dim / 2, 0, AsStream(stream)>>>(x, row_stride, offset, positions, inv_freq,
+                                                                        head_dim);
   return LaunchStatus("ApplyRope");
 }
 
@@ -123,6 +175,38 @@ Status EmbeddingGather(const uint16_t* table, const int32_t* ids, float* out, in
   if (tokens == 0) return Status::Ok();
   EmbeddingGatherKernel<<<tokens, 256, 0, AsStream(stream)>>>(table, ids, out, hidden, vocab_begin, vocab_rows);
   return LaunchStatus("EmbeddingGather");
+}
+
+Status CastToBf16(const float* x, uint16_t* y, size_t n, void* stream) {
+  if (n == 0) return Status::Ok();
+  CastToBf16Kernel<<<Blocks(n, 256), 256, 0, AsStream(stream)>>>(x, y, n);
+  return LaunchStatus("CastToBf16");
+}
+
+Status AddBias(float* y, const float* bias, int rows, int n, void* stream) {
+  if (rows == 0) return Status::Ok();
+  AddBiasKernel<<<rows, 256, 0, AsStream(stream)>>>(y, bias, n);
+  return LaunchStatus("AddBias");
+}
+
+Status SiluMulRowsToBf16(const float* gate_up, uint16_t* out, int rows, int n, void* stream) {
+  if (rows == 0) return Status::Ok();
+  SiluMulRowsKernel<<<rows, 256, 0, AsStream(stream)>>>(gate_up, out, n);
+  return LaunchStatus("SiluMulRowsToBf16");
+}
+
+Status WriteKv(const float* qkv, int row_stride, int k_offset, int v_offset, int kv_width, const int32_t* slots,
+               float* key_cache, float* value_cache, int tokens, void* stream) {
+  if (tokens == 0) return Status::Ok();
+  WriteKvKernel<<<tokens, 128, 0, AsStream(stream)>>>(qkv, row_stride, k_offset, v_offset, kv_width, slots,
+                                                      key_cache, value_cache);
+  return LaunchStatus("WriteKv");
+}
+
+Status GatherRows(const float* x, const int32_t* rows, float* out, int count, int n, void* stream) {
+  if (count == 0) return Status::Ok();
+  GatherRowsKernel<<<count, 256, 0, AsStream(stream)>>>(x, rows, out, n);
+  return LaunchStatus("GatherRows");
 }
 
 }  // namespace tpserve::cuda

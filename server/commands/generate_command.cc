@@ -181,10 +181,23 @@ void AddEngineFlags(CLI::App* cmd, EngineOptions* engine) {
                   "Compute threads in all, shared out among ranks (0: every core)")
       ->capture_default_str();
   cmd->add_option("--block-size", engine->block_size, "Tokens per KV-cache block")->capture_default_str();
-  cmd->add_option("--kv-cache-mb", engine->kv_cache_mb, "KV cache size in MiB (all ranks)")
-      ->capture_default_str();
+  cmd->add_option("--kv-cache-mb", engine->kv_cache_mb,
+                  "KV cache size in MiB, all ranks (default: 256 on the CPU; on CUDA what "
+                  "--gpu-memory-utilization leaves)")
+      ->check(CLI::NonNegativeNumber);
   cmd->add_option("--kv-cache-blocks", engine->kv_cache_blocks,
                   "Exact number of KV blocks (overrides --kv-cache-mb)");
+  cmd->add_option("--gpu-memory-utilization", engine->gpu_memory_utilization,
+                  "CUDA: share of each GPU's memory for weights, buffers and KV cache (vLLM's name)")
+      ->check(CLI::Range(0.01, 1.0))
+      ->capture_default_str();
+  cmd->add_flag("--share-gpu", engine->share_gpu,
+                "CUDA, for testing: every rank on the first visible GPU, summed by the rank-order "
+                "communicator (TP > 1 on a one-GPU machine)");
+  cmd->add_option("--collective-timeout-ms", engine->collective_timeout_ms,
+                  "CUDA: a step still unfinished after this long fails (a stalled collective or GPU)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   cmd->add_option_function<std::string>(
          "--linear-kernel",
          [engine](const std::string& name) { engine->linear_kernel = LinearKernelFlag(name); },

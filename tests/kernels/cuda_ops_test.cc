@@ -8,7 +8,11 @@
 #include <vector>
 
 #include "common/dtype.h"
+#include "kernels/cpu/linear.h"
 #include "kernels/cpu/ops.h"
+#include "kernels/cpu/thread_pool.h"
+#include "kernels/cuda/attention.h"
+#include "kernels/cuda/gemm.h"
 #include "kernels/cuda/ops.h"
 
 namespace tpserve {
@@ -142,6 +146,129 @@ TEST(CudaOps, EmbeddingGatherCopiesThisRanksRowsExactlyAndZerosTheRest) {
       ASSERT_EQ(out[t * hidden + i], want) << "token " << t << " element " << i;
     }
   }
+}
+
+std::vector<uint16_t> ToBf16(const std::vector<float>& values) {
+  std::vector<uint16_t> out(values.size());
+  for (size_t i = 0; i < values.size(); ++i) out[i] = F32ToBF16(values[i]);
+  return out;
+}
+
+std::vector<float> RoundedToBf16(const std::vector<float>& values) {
+  std::vector<float> out(values.size());
+  for (size_t i = 0; i < values.size(); ++i) out[i] = BF16ToF32(F32ToBF16(values[i]));
+  return out;
+}
+
+TEST(CudaOps, CastToBf16RoundsAsTheHostDoes) {
+  SKIP_WITHOUT_GPU();
+  std::vector<float> x = Random(4097, 11, 100.0f);
+  x.push_back(NAN);
+  x.push_back(INFINITY);
+  x.push_back(-0.0f);
+  DeviceBuffer<float> dx(x);
+  DeviceBuffer<uint16_t> dy{std::vector<uint16_t>(x.size())};
+  ASSERT_TRUE(cuda::CastToBf16(dx.get(), dy.get(), x.size(), nullptr).ok());
+  EXPECT_EQ(dy.Download(), ToBf16(x));
+}
+
+// The GEMM against the CPU's Linear on the same bf16-rounded inputs: both accumulate in f32 in
+// different orders, so they agree to a few ulps of the sum's magnitude. The bound: 1e-5 × Σ|x·w|
+// (in = 4096 terms; f32 accumulation error grows ~ sqrt(in) × 2^-24 per term in the worst case
+// for random signs, far below it).
+TEST(CudaOps, Bf16LinearMatchesTheCpuAndIsBatchInvariant) {
+  SKIP_WITHOUT_GPU();
+  auto blas = cuda::BlasContext::Create(32u << 20);
+  ASSERT_TRUE(blas.ok()) << blas.status().ToString();
+  cpu::ThreadPool pool(4);
+  for (auto [out, in] : {std::pair{1000, 4096}, std::pair{4096, 1024}, std::pair{130, 70}}) {
+    const int tokens = 37;
+    const std::vector<float> x = RoundedToBf16(Random(static_cast<size_t>(tokens) * in, out, 1.0f));
+    const std::vector<uint16_t> w = ToBf16(Random(static_cast<size_t>(out) * in, in, 0.05f));
+    auto linear = cuda::Bf16Linear::Create(**blas, out, in, 256);
+    ASSERT_TRUE(linear.ok()) << linear.status().ToString();
+    DeviceBuffer<uint16_t> dw(w), dx(ToBf16(x));
+    DeviceBuffer<float> dy{std::vector<float>(static_cast<size_t>(tokens) * out)};
+    ASSERT_TRUE((*linear)->Run(dw.get(), dx.get(), dy.get(), tokens, nullptr).ok());
+    const std::vector<float> got = dy.Download();
+    std::vector<float> want(got.size());
+    cpu::Linear({x.data(), w.data(), nullptr, want.data(), tokens, in, out}, &pool, cpu::LinearKernel::kPortable);
+    for (int t = 0; t < tokens; ++t) {
+      for (int o = 0; o < out; ++o) {
+        double magnitude = 0;
+        for (int i = 0; i < in; ++i) magnitude += std::fabs(x[t * in + i] * BF16ToF32(w[static_cast<size_t>(o) * in + i]));
+        ASSERT_NEAR(got[t * out + o], want[t * out + o], 1e-5 * magnitude + 1e-6)
+            << "[" << out << ", " << in << "] token " << t << " output " << o << " (" << (*linear)->algorithm() << ")";
+      }
+    }
+    // Each token alone gives bitwise the row it got in the batch of 37.
+    for (int t : {0, 17, 36}) {
+      DeviceBuffer<uint16_t> one(ToBf16(std::vector<float>(x.begin() + t * in, x.begin() + (t + 1) * in)));
+      DeviceBuffer<float> y1{std::vector<float>(out)};
+      ASSERT_TRUE((*linear)->Run(dw.get(), one.get(), y1.get(), 1, nullptr).ok());
+      EXPECT_EQ(y1.Download(), std::vector<float>(got.begin() + t * out, got.begin() + (t + 1) * out))
+          << "token " << t << " alone vs in a batch of " << tokens;
+    }
+  }
+}
+
+// Paged attention against cpu::AttendOneToken over the same cache and block tables: contexts
+// from 1 position to several partitions, GQA (8 heads over 2 KV heads), a prefill chunk and decode
+// tokens in one step. The partitions' softmax is combined in another order than the CPU's single
+// pass: agreement to 2e-5 of the values' scale (1.0).
+TEST(CudaOps, PagedAttentionMatchesTheCpuForDecodeAndPrefill) {
+  SKIP_WITHOUT_GPU();
+  const int heads = 8, kv_heads = 2, head_dim = 128, block_size = 16, num_blocks = 80;
+  const int kv_width = kv_heads * head_dim, q_width = heads * head_dim;
+  const std::vector<float> keys = Random(static_cast<size_t>(num_blocks) * block_size * kv_width, 21);
+  const std::vector<float> values = Random(keys.size(), 22);
+  // Three sequences: blocks scattered over the pool (reversed, interleaved).
+  const std::vector<int> lengths = {1, 300, 777};
+  const int width = (777 + block_size - 1) / block_size;
+  std::vector<int32_t> tables(3 * width, -1);
+  int next = num_blocks - 1;
+  for (int s = 0; s < 3; ++s) {
+    for (int b = 0; b * block_size < lengths[s]; ++b) tables[s * width + b] = next--;
+  }
+  // Tokens: sequence 0's only position, sequence 1's last 5 (a prefill chunk), sequence 2's last.
+  std::vector<int32_t> token_sequence, positions;
+  token_sequence.push_back(0), positions.push_back(0);
+  for (int p = 295; p < 300; ++p) token_sequence.push_back(1), positions.push_back(p);
+  token_sequence.push_back(2), positions.push_back(776);
+  const int tokens = static_cast<int>(positions.size());
+  const std::vector<float> q = Random(static_cast<size_t>(tokens) * q_width, 23);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+
+  std::vector<float> want(q.size()), scores(1024);
+  const cpu::KvLayerView view{keys.data(), values.data(), block_size, kv_heads, head_dim};
+  for (int t = 0; t < tokens; ++t) {
+    cpu::AttendOneToken(&q[t * q_width], heads, view, &tables[token_sequence[t] * width], positions[t] + 1, scale,
+                        &want[t * q_width], scores.data());
+  }
+  DeviceBuffer<float> dq(q), dkeys(keys), dvalues(values), dout{std::vector<float>(q.size())};
+  DeviceBuffer<float> scratch{std::vector<float>(cuda::PagedAttentionScratchFloats(tokens, heads, head_dim, 777))};
+  DeviceBuffer<int32_t> dtables(tables), dseq(token_sequence), dpos(positions);
+  cuda::PagedAttentionArgs args;
+  args.q = dq.get();
+  args.q_stride = q_width;
+  args.key_cache = dkeys.get();
+  args.value_cache = dvalues.get();
+  args.block_tables = dtables.get();
+  args.block_table_width = width;
+  args.token_sequence = dseq.get();
+  args.positions = dpos.get();
+  args.out = dout.get();
+  args.scratch = scratch.get();
+  args.tokens = tokens;
+  args.heads = heads;
+  args.kv_heads = kv_heads;
+  args.head_dim = head_dim;
+  args.block_size = block_size;
+  args.max_context = 777;
+  args.scale = scale;
+  ASSERT_TRUE(cuda::PagedAttention(args, nullptr).ok());
+  const std::vector<float> got = dout.Download();
+  for (size_t i = 0; i < got.size(); ++i) ASSERT_NEAR(got[i], want[i], 2e-5f) << "element " << i;
 }
 
 }  // namespace

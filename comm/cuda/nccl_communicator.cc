@@ -1,0 +1,77 @@
+#include <cuda_runtime.h>
+#include <nccl.h>
+
+#include "comm/cuda/nccl_communicator.h"
+
+namespace tpserve::cuda {
+namespace {
+
+Status NcclStatus(ncclResult_t result, const std::string& what) {
+  if (result == ncclSuccess) return Status::Ok();
+  const StatusCode code = result == ncclInvalidArgument || result == ncclInvalidUsage ? StatusCode::kInvalidArgument
+                                                                                      : StatusCode::kUnavailable;
+  return Status(code, what + ": NCCL " + ncclGetErrorString(result));
+}
+
+ncclDataType_t NcclType(DeviceDtype dtype) { return dtype == DeviceDtype::kF32 ? ncclFloat32 : ncclBfloat16; }
+
+class NcclCommunicator final : public DeviceCommunicator {
+ public:
+  NcclCommunicator(ncclComm_t comm, int rank, int world_size)
+      : comm_(comm), rank_(rank), world_size_(world_size) {}
+  ~NcclCommunicator() override {
+    if (!aborted_) ncclCommDestroy(comm_);
+  }
+
+  int rank() const override { return rank_; }
+  int world_size() const override { return world_size_; }
+  std::string name() const override { return "nccl " + NcclVersion(); }
+
+  Status AllReduceSum(void* data, size_t count, DeviceDtype dtype, void* stream) override {
+    return NcclStatus(ncclAllReduce(data, data, count, NcclType(dtype), ncclSum, comm_,
+                                    static_cast<cudaStream_t>(stream)),
+                      "rank " + std::to_string(rank_) + " ncclAllReduce");
+  }
+  Status AllGather(const void* input, void* output, size_t count, DeviceDtype dtype, void* stream) override {
+    return NcclStatus(ncclAllGather(input, output, count, NcclType(dtype), comm_, static_cast<cudaStream_t>(stream)),
+                      "rank " + std::to_string(rank_) + " ncclAllGather");
+  }
+  Status AsyncError() override {
+    if (aborted_) return Status(StatusCode::kUnavailable, "rank " + std::to_string(rank_) + ": NCCL communicator aborted");
+    ncclResult_t async = ncclSuccess;
+    RETURN_IF_ERROR(NcclStatus(ncclCommGetAsyncError(comm_, &async), "ncclCommGetAsyncError"));
+    return NcclStatus(async, "rank " + std::to_string(rank_) + " NCCL asynchronous error");
+  }
+  void Abort() override {
+    if (aborted_) return;
+    aborted_ = true;
+    ncclCommAbort(comm_);
+  }
+
+ private:
+  ncclComm_t comm_;
+  int rank_, world_size_;
+  bool aborted_ = false;
+};
+
+}  // namespace
+
+std::string NcclVersion() {
+  int version = 0;
+  if (ncclGetVersion(&version) != ncclSuccess) return "unknown";
+  return std::to_string(version / 10000) + "." + std::to_string(version % 10000 / 100) + "." +
+         std::to_string(version % 100);
+}
+
+Result<std::vector<std::unique_ptr<DeviceCommunicator>>> CreateNcclGroup(const std::vector<int>& devices) {
+  std::vector<ncclComm_t> comms(devices.size());
+  RETURN_IF_ERROR(NcclStatus(ncclCommInitAll(comms.data(), static_cast<int>(devices.size()), devices.data()),
+                             "ncclCommInitAll over " + std::to_string(devices.size()) + " GPUs"));
+  std::vector<std::unique_ptr<DeviceCommunicator>> group;
+  for (size_t r = 0; r < comms.size(); ++r) {
+    group.push_back(std::make_unique<NcclCommunicator>(comms[r], static_cast<int>(r), static_cast<int>(comms.size())));
+  }
+  return group;
+}
+
+}  // namespace tpserve::cuda

@@ -1,0 +1,106 @@
+// The CUDA module's group factory (tpserve_cuda_create_group): places the ranks on GPUs, creates
+// their communicators, uploads each rank's weights and sizes the KV cache. The engine calls it
+// through model/cuda_backend.h.
+#include <cuda_runtime.h>
+
+#include <chrono>
+#include <cstdio>
+#include <map>
+
+#include "comm/cuda/nccl_communicator.h"
+#include "comm/cuda/rank_order_communicator.h"
+#include "model/cuda/cuda_decoder.h"
+#include "model/cuda_backend.h"
+#include "model/kv_cache.h"
+
+namespace tpserve::cuda {
+namespace {
+
+Result<std::vector<std::unique_ptr<DeviceCommunicator>>> CreateCommunicators(const std::vector<int>& devices,
+                                                                             const CudaGroupOptions& options) {
+  const int tp = static_cast<int>(devices.size());
+  if (tp == 1) {
+    std::vector<std::unique_ptr<DeviceCommunicator>> none;
+    none.emplace_back();
+    return none;
+  }
+  if (options.share_gpu) return CreateRankOrderGroup(tp, devices[0], options.collective_timeout);
+  return CreateNcclGroup(devices);
+}
+
+Result<CudaGroup> CreateGroup(const CudaGroupRequest& request) {
+  const CudaGroupOptions& options = request.options;
+  const ModelConfig& config = *request.config;
+  auto log = [&](const std::string& line) {
+    if (request.log) request.log(line);
+  };
+  int visible = 0;
+  RETURN_IF_ERROR(CudaStatus(cudaGetDeviceCount(&visible), "cudaGetDeviceCount"));
+  ASSIGN_OR_RETURN(std::vector<int> devices, AssignDevices(options.tp, visible, options.share_gpu));
+  ASSIGN_OR_RETURN(auto comms, CreateCommunicators(devices, options));
+  CudaGroup group;
+  group.communicator = comms[0] ? comms[0]->name() : "none";
+  if (options.tp > 1) log("communicator: " + group.communicator + " over " + std::to_string(options.tp) + " ranks");
+
+  std::vector<cuda::CudaDecoder*> decoders;
+  for (int r = 0; r < options.tp; ++r) {
+    const auto start = std::chrono::steady_clock::now();
+    ASSIGN_OR_RETURN(RankWeights weights, request.load_rank(r));
+    const CudaRankOptions rank_options{.device = devices[r],
+                                       .block_size = options.block_size,
+                                       .trace = options.trace,
+                                       .max_tokens = options.max_tokens_per_step,
+                                       .wait_timeout = options.collective_timeout};
+    ASSIGN_OR_RETURN(auto decoder, CudaDecoder::Create(config, weights, std::move(comms[r]), rank_options));
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    char line[160];
+    std::snprintf(line, sizeof(line), "rank %d on cuda:%d: %.2f GiB of weights loaded in %.2f s", r, devices[r],
+                  decoder->weight_bytes() / 1073741824.0, seconds);
+    log(line);
+    decoders.push_back(decoder.get());
+    group.ranks.push_back(std::move(decoder));
+  }
+
+  // KV blocks: what was asked for, or what the memory budget leaves on the fullest GPU.
+  const RankShape& shape = group.ranks[0]->shape();
+  const size_t block_bytes = RankKvCache::BytesPerBlock(config.num_layers, options.block_size, shape.kv_heads,
+                                                        config.head_dim);
+  if (options.kv_cache_blocks > 0) {
+    group.kv_blocks = options.kv_cache_blocks;
+  } else if (options.kv_cache_bytes > 0) {
+    group.kv_blocks = static_cast<int>(options.kv_cache_bytes / (block_bytes * options.tp));
+    if (group.kv_blocks < 1) return InvalidArgument("--kv-cache-mb holds no KV block");
+  } else {
+    std::map<int, GpuMemory> per_device;  // measured after every rank's weights are there
+    for (int device : devices) {
+      auto [it, inserted] = per_device.try_emplace(device, GpuMemory{.device = device, .ranks = 0});
+      ++it->second.ranks;
+      if (!inserted) continue;
+      RETURN_IF_ERROR(CudaStatus(cudaSetDevice(device), "cudaSetDevice"));
+      RETURN_IF_ERROR(CudaStatus(cudaMemGetInfo(&it->second.free_bytes, &it->second.total_bytes), "cudaMemGetInfo"));
+    }
+    std::vector<GpuMemory> gpus;
+    for (auto& [device, gpu] : per_device) gpus.push_back(gpu);
+    ASSIGN_OR_RETURN(group.kv_blocks, KvBlocksForMemory(gpus, options.gpu_memory_utilization, block_bytes));
+  }
+  for (CudaDecoder* decoder : decoders) RETURN_IF_ERROR(decoder->AllocateKvCache(group.kv_blocks));
+  char line[160];
+  std::snprintf(line, sizeof(line), "KV cache: %d blocks of %d tokens per rank (%.2f GiB per rank)", group.kv_blocks,
+                options.block_size, static_cast<double>(block_bytes) * group.kv_blocks / 1073741824.0);
+  log(line);
+  return group;
+}
+
+}  // namespace
+}  // namespace tpserve::cuda
+
+extern "C" {
+
+__attribute__((visibility("default"))) int tpserve_cuda_abi() { return tpserve::kCudaModuleAbi; }
+
+__attribute__((visibility("default"))) void tpserve_cuda_create_group(const tpserve::CudaGroupRequest* request,
+                                                                      tpserve::Result<tpserve::CudaGroup>* reply) {
+  *reply = tpserve::cuda::CreateGroup(*request);
+}
+
+}  // extern "C"

@@ -1,0 +1,421 @@
+#include "model/cuda/cuda_decoder.h"
+
+#include <nvtx3/nvToolsExt.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <thread>
+
+#include "kernels/cuda/attention.h"
+#include "kernels/cuda/ops.h"
+#include "model/decoder.h"
+#include "model/packed_step.h"
+
+namespace tpserve::cuda {
+namespace {
+
+const uint16_t* Bf16(const DeviceBuffer& b) { return b.get<uint16_t>(); }
+const float* F32(const DeviceBuffer& b) { return b.bytes() ? b.get<float>() : nullptr; }
+
+}  // namespace
+
+// Per-step device buffers, grown to the largest step seen (never shrunk: no allocation in steady state).
+struct CudaDecoder::Activations {
+  DeviceBuffer step_ints;      // PackedStep::Concatenated()
+  PinnedBuffer staged_ints;    // its host copy
+  DeviceBuffer x;              // [T, hidden] f32: the residual stream
+  DeviceBuffer normed;         // [T, hidden] f32
+  DeviceBuffer normed_bf16;    // [T, hidden] bf16
+  DeviceBuffer qkv;            // [T, q_local + 2 * kv_local] f32
+  DeviceBuffer attn;           // [T, q_local] f32
+  DeviceBuffer attn_bf16;      // [T, q_local] bf16
+  DeviceBuffer proj;           // [T, hidden] f32: the row-parallel outputs (AllReduce'd)
+  DeviceBuffer gate_up;        // [T, 2 * ffn_local] f32
+  DeviceBuffer act_bf16;       // [T, ffn_local] bf16
+  DeviceBuffer attn_scratch;   // PagedAttentionScratchFloats
+  DeviceBuffer last;           // [R, hidden] f32: the final norm of the rows that want logits
+  DeviceBuffer last_bf16;      // [R, hidden] bf16
+  DeviceBuffer local_logits;   // [R, vocab_local] f32
+  DeviceBuffer gathered;       // [tp, R, vocab_local] f32
+  PinnedBuffer host_logits;    // the logits rank 0 reads back
+};
+
+// Events recorded around each op on the rank's stream, turned into the RankTrace after the step.
+class CudaDecoder::Timeline {
+ public:
+  explicit Timeline(bool trace) : trace_(trace) {}
+  ~Timeline() {
+    for (cudaEvent_t event : events_) cudaEventDestroy(event);
+  }
+
+  Status Begin(cudaStream_t stream) {
+    spans_.clear();
+    used_ = 0;
+    ASSIGN_OR_RETURN(start_, Record(stream));
+    return Status::Ok();
+  }
+
+  // Runs `launch` (which enqueues the op) between two events, inside an NVTX range.
+  template <typename Launch>
+  Status Op(OpKind op, int layer, int64_t bytes, cudaStream_t stream, Launch&& launch) {
+    nvtxRangePushA(OpName(op).data());
+    int before = -1;
+    if (trace_) {
+      auto event = Record(stream);
+      if (!event.ok()) return event.status();
+      before = *event;
+    }
+    Status status = launch();
+    nvtxRangePop();
+    if (!status.ok() || !trace_) return status;
+    ASSIGN_OR_RETURN(int after, Record(stream));
+    spans_.push_back({op, static_cast<int16_t>(layer), bytes, before, after});
+    return Status::Ok();
+  }
+
+  Status End(cudaStream_t stream) {
+    ASSIGN_OR_RETURN(end_, Record(stream));
+    return Status::Ok();
+  }
+
+  // After the stream finished: the RankTrace (every op when tracing, else only the total).
+  RankTrace Trace(int rank) const {
+    std::vector<EventSpan> spans;
+    for (const Span& s : spans_) spans.push_back({s.op, s.layer, s.bytes, Elapsed(s.before), Elapsed(s.after)});
+    RankTrace trace = RankTraceFromEvents(rank, spans);
+    trace.total_ns = static_cast<int64_t>(static_cast<double>(Elapsed(end_)) * 1e6);
+    return trace;
+  }
+
+ private:
+  struct Span {
+    OpKind op;
+    int16_t layer;
+    int64_t bytes;
+    int before, after;  // indices into events_
+  };
+
+  Result<int> Record(cudaStream_t stream) {
+    if (used_ == static_cast<int>(events_.size())) {
+      cudaEvent_t event = nullptr;
+      RETURN_IF_ERROR(CudaStatus(cudaEventCreate(&event), "cudaEventCreate"));
+      events_.push_back(event);
+    }
+    RETURN_IF_ERROR(CudaStatus(cudaEventRecord(events_[used_], stream), "cudaEventRecord"));
+    return used_++;
+  }
+  float Elapsed(int index) const {
+    float ms = 0;
+    cudaEventElapsedTime(&ms, events_[start_], events_[index]);
+    return ms;
+  }
+
+  bool trace_;
+  std::vector<cudaEvent_t> events_;
+  std::vector<Span> spans_;
+  int used_ = 0, start_ = 0, end_ = 0;
+};
+
+CudaDecoder::CudaDecoder(const ModelConfig& config, const RankShape& shape, std::unique_ptr<DeviceCommunicator> comm,
+                         const CudaRankOptions& options)
+    : config_(config),
+      shape_(shape),
+      comm_(std::move(comm)),
+      options_(options),
+      act_(std::make_unique<Activations>()),
+      timeline_(std::make_unique<Timeline>(options.trace)) {}
+
+CudaDecoder::~CudaDecoder() {
+  cudaSetDevice(options_.device);
+  if (stream_ != nullptr) cudaStreamSynchronize(static_cast<cudaStream_t>(stream_));
+  timeline_.reset();
+  if (finished_ != nullptr) cudaEventDestroy(finished_);
+  if (stream_ != nullptr) cudaStreamDestroy(static_cast<cudaStream_t>(stream_));
+}
+
+Result<std::unique_ptr<CudaDecoder>> CudaDecoder::Create(const ModelConfig& config, const RankWeights& weights,
+                                                         std::unique_ptr<DeviceCommunicator> comm,
+                                                         const CudaRankOptions& options) {
+  RETURN_IF_ERROR(CudaStatus(cudaSetDevice(options.device), "cudaSetDevice(" + std::to_string(options.device) + ")"));
+  std::unique_ptr<CudaDecoder> decoder(new CudaDecoder(config, weights.shape, std::move(comm), options));
+  cudaStream_t stream = nullptr;
+  RETURN_IF_ERROR(CudaStatus(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate"));
+  decoder->stream_ = stream;
+  RETURN_IF_ERROR(CudaStatus(cudaEventCreateWithFlags(&decoder->finished_, cudaEventDisableTiming), "event"));
+  RETURN_IF_ERROR(decoder->Upload(weights));
+
+  constexpr size_t kWorkspaceBytes = 32u << 20;  // cuBLASLt's recommendation for Hopper
+  ASSIGN_OR_RETURN(decoder->blas_, BlasContext::Create(kWorkspaceBytes));
+  const RankShape& s = weights.shape;
+  const int h = config.hidden_size, q_width = s.heads * s.head_dim, kv_width = s.kv_heads * s.head_dim;
+  const int max = options.max_tokens;
+  ASSIGN_OR_RETURN(decoder->qkv_, Bf16Linear::Create(*decoder->blas_, q_width + 2 * kv_width, h, max));
+  ASSIGN_OR_RETURN(decoder->o_, Bf16Linear::Create(*decoder->blas_, h, q_width, max));
+  ASSIGN_OR_RETURN(decoder->gate_up_, Bf16Linear::Create(*decoder->blas_, 2 * s.ffn, h, max));
+  ASSIGN_OR_RETURN(decoder->down_, Bf16Linear::Create(*decoder->blas_, h, s.ffn, max));
+  ASSIGN_OR_RETURN(decoder->lm_head_, Bf16Linear::Create(*decoder->blas_, s.vocab, h, max));
+  return Result<std::unique_ptr<CudaDecoder>>(std::move(decoder));
+}
+
+Status CudaDecoder::Upload(const RankWeights& weights) {
+  auto upload = [&](DeviceBuffer* to, const HostTensor& from, const std::string& what) -> Status {
+    if (from.bytes.empty()) return Status::Ok();
+    weight_bytes_ += from.bytes.size();
+    return to->Upload(from.bytes.data(), from.bytes.size(), "rank " + std::to_string(shape_.rank) + " " + what);
+  };
+  RETURN_IF_ERROR(upload(&embed_, weights.embed, "embed"));
+  RETURN_IF_ERROR(upload(&final_norm_, weights.final_norm, "final norm"));
+  RETURN_IF_ERROR(upload(&lm_head_weight_, weights.lm_head, "lm_head"));
+  layers_.resize(weights.layers.size());
+  for (size_t i = 0; i < weights.layers.size(); ++i) {
+    const LayerWeights& w = weights.layers[i];
+    Layer& d = layers_[i];
+    const std::string layer = "layer " + std::to_string(i) + " ";
+    RETURN_IF_ERROR(upload(&d.attn_norm, w.attn_norm, layer + "attn norm"));
+    RETURN_IF_ERROR(upload(&d.wqkv, w.wqkv, layer + "qkv"));
+    RETURN_IF_ERROR(upload(&d.bqkv, w.bqkv, layer + "qkv bias"));
+    RETURN_IF_ERROR(upload(&d.wo, w.wo, layer + "o_proj"));
+    RETURN_IF_ERROR(upload(&d.mlp_norm, w.mlp_norm, layer + "mlp norm"));
+    RETURN_IF_ERROR(upload(&d.w_gate_up, w.w_gate_up, layer + "gate/up"));
+    RETURN_IF_ERROR(upload(&d.w_down, w.w_down, layer + "down_proj"));
+  }
+  const std::vector<double> inv_freq = cpu::RopeInverseFrequencies(RopeParamsFor(config_));
+  return inv_freq_.Upload(inv_freq.data(), inv_freq.size() * sizeof(double), "RoPE frequencies");
+}
+
+Status CudaDecoder::AllocateKvCache(int num_blocks) {
+  RETURN_IF_ERROR(CudaStatus(cudaSetDevice(options_.device), "cudaSetDevice"));
+  const size_t bytes = static_cast<size_t>(num_blocks) * options_.block_size * shape_.kv_heads * shape_.head_dim *
+                       sizeof(float);
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    const std::string what = "rank " + std::to_string(shape_.rank) + " KV cache of layer " + std::to_string(i);
+    RETURN_IF_ERROR(layers_[i].keys.Reserve(bytes, what));
+    RETURN_IF_ERROR(layers_[i].values.Reserve(bytes, what));
+  }
+  kv_blocks_ = num_blocks;
+  return Status::Ok();
+}
+
+Status CudaDecoder::WaitForStream() {
+  auto stream = static_cast<cudaStream_t>(stream_);
+  RETURN_IF_ERROR(CudaStatus(cudaEventRecord(finished_, stream), "cudaEventRecord"));
+  const auto start = std::chrono::steady_clock::now();
+  auto next_comm_check = start;
+  for (int spins = 0;; ++spins) {
+    const cudaError_t query = cudaEventQuery(finished_);
+    if (query == cudaSuccess) return Status::Ok();
+    if (query != cudaErrorNotReady) return CudaStatus(query, "rank " + std::to_string(shape_.rank) + " step");
+    const auto now = std::chrono::steady_clock::now();
+    if (comm_ != nullptr && now >= next_comm_check) {
+      Status comm = comm_->AsyncError();
+      if (!comm.ok()) {
+        comm_->Abort();
+        return comm;
+      }
+      next_comm_check = now + std::chrono::milliseconds(5);
+    }
+    if (now - start > options_.wait_timeout) {
+      if (comm_ != nullptr) comm_->Abort();
+      return Status(StatusCode::kDeadlineExceeded,
+                    "rank " + std::to_string(shape_.rank) + " on cuda:" + std::to_string(options_.device) +
+                        ": the step did not finish within " + std::to_string(options_.wait_timeout.count()) +
+                        " ms (a stalled collective or kernel); the communicator was aborted");
+    }
+    // Decode steps take milliseconds: yield first, then sleep briefly.
+    if (spins < 2000) {
+      std::this_thread::yield();
+    } else {
+      std::this_thread::sleep_for(std::chrono::microseconds(20));
+    }
+  }
+}
+
+Status CudaDecoder::Forward(const StepPlan& plan, std::vector<float>* logits, RankTrace* trace) {
+  RETURN_IF_ERROR(CudaStatus(cudaSetDevice(options_.device), "cudaSetDevice"));
+  if (kv_blocks_ == 0) return FailedPrecondition("rank " + std::to_string(shape_.rank) + ": no KV cache allocated");
+  ASSIGN_OR_RETURN(PackedStep packed, PackStep(plan, options_.block_size));
+  const int T = packed.num_tokens, S = packed.num_sequences, W = packed.block_table_width;
+  const int R = static_cast<int>(packed.logit_tokens.size());
+  if (T > options_.max_tokens) {
+    return InvalidArgument("step " + std::to_string(plan.step_id) + " has " + std::to_string(T) +
+                           " tokens; the CUDA backend takes at most " + std::to_string(options_.max_tokens));
+  }
+  for (int32_t block : packed.block_tables) {
+    if (block >= kv_blocks_) return InvalidArgument("KV block " + std::to_string(block) + " is out of range");
+  }
+  const int max_context = T ? *std::max_element(packed.context_lengths.begin(), packed.context_lengths.end()) : 0;
+  const RankShape& s = shape_;
+  const int h = config_.hidden_size, q_width = s.heads * s.head_dim, kv_width = s.kv_heads * s.head_dim;
+  const int qkv_width = q_width + 2 * kv_width;
+  const float eps = static_cast<float>(config_.rms_norm_eps);
+  auto stream = static_cast<cudaStream_t>(stream_);
+  Activations& a = *act_;
+
+  // Buffers for this step's shape (grown once, then reused).
+  const size_t f32 = sizeof(float), bf16 = sizeof(uint16_t);
+  RETURN_IF_ERROR(a.x.Reserve(f32 * T * h, "activations"));
+  RETURN_IF_ERROR(a.normed.Reserve(f32 * T * h, "activations"));
+  RETURN_IF_ERROR(a.normed_bf16.Reserve(bf16 * T * h, "activations"));
+  RETURN_IF_ERROR(a.qkv.Reserve(f32 * T * qkv_width, "activations"));
+  RETURN_IF_ERROR(a.attn.Reserve(f32 * T * q_width, "activations"));
+  RETURN_IF_ERROR(a.attn_bf16.Reserve(bf16 * T * q_width, "activations"));
+  RETURN_IF_ERROR(a.proj.Reserve(f32 * T * h, "activations"));
+  RETURN_IF_ERROR(a.gate_up.Reserve(f32 * T * 2 * s.ffn, "activations"));
+  RETURN_IF_ERROR(a.act_bf16.Reserve(bf16 * T * s.ffn, "activations"));
+  RETURN_IF_ERROR(a.attn_scratch.Reserve(f32 * PagedAttentionScratchFloats(T, s.heads, s.head_dim, max_context),
+                                         "attention scratch"));
+  RETURN_IF_ERROR(a.last.Reserve(f32 * std::max(R, 1) * h, "activations"));
+  RETURN_IF_ERROR(a.last_bf16.Reserve(bf16 * std::max(R, 1) * h, "activations"));
+  RETURN_IF_ERROR(a.local_logits.Reserve(f32 * std::max(R, 1) * s.vocab, "logits"));
+  RETURN_IF_ERROR(a.gathered.Reserve(f32 * s.tp * std::max(R, 1) * s.vocab, "logits"));
+
+  // The step's arrays in one host-to-device copy.
+  const std::vector<int32_t> ints = packed.Concatenated();
+  RETURN_IF_ERROR(a.staged_ints.Reserve(ints.size() * sizeof(int32_t), "step arrays"));
+  RETURN_IF_ERROR(a.step_ints.Reserve(std::max<size_t>(1, ints.size()) * sizeof(int32_t), "step arrays"));
+  std::memcpy(a.staged_ints.get(), ints.data(), ints.size() * sizeof(int32_t));
+  RETURN_IF_ERROR(CudaStatus(cudaMemcpyAsync(a.step_ints.get(), a.staged_ints.get(), ints.size() * sizeof(int32_t),
+                                             cudaMemcpyHostToDevice, stream),
+                             "step arrays upload"));
+  const int32_t* ids = a.step_ints.get<int32_t>();
+  const int32_t* positions = ids + T;
+  const int32_t* slots = positions + T;
+  const int32_t* token_sequence = slots + T;
+  const int32_t* block_tables = token_sequence + T + (S + 1) + S;  // past query_start and context_lengths
+  const int32_t* logit_tokens = block_tables + static_cast<size_t>(S) * W;
+
+  float* x = a.x.get<float>();
+  float* normed = a.normed.get<float>();
+  uint16_t* normed_bf16 = a.normed_bf16.get<uint16_t>();
+  float* qkv = a.qkv.get<float>();
+  float* proj = a.proj.get<float>();
+  const int64_t hidden_bytes = static_cast<int64_t>(T) * h * static_cast<int64_t>(f32);
+  Timeline& tl = *timeline_;
+  auto all_reduce = [&](OpKind op, int layer, float* data) -> Status {
+    return tl.Op(op, layer, hidden_bytes, stream,
+                 [&] { return comm_->AllReduceSum(data, static_cast<size_t>(T) * h, DeviceDtype::kF32, stream); });
+  };
+  auto norm_to_bf16 = [&]() { return CastToBf16(normed, normed_bf16, static_cast<size_t>(T) * h, stream); };
+
+  RETURN_IF_ERROR(tl.Begin(stream));
+  RETURN_IF_ERROR(tl.Op(OpKind::kEmbed, -1, 0, stream, [&] {
+    return EmbeddingGather(Bf16(embed_), ids, x, T, h, s.vocab_begin, s.vocab, stream);
+  }));
+  if (s.tp > 1) RETURN_IF_ERROR(all_reduce(OpKind::kEmbedAllReduce, -1, x));
+  RETURN_IF_ERROR(tl.Op(OpKind::kAttnNorm, 0, 0, stream, [&] {
+    RETURN_IF_ERROR(RmsNorm(x, F32(layers_[0].attn_norm), normed, T, h, eps, stream));
+    return norm_to_bf16();
+  }));
+
+  for (int layer = 0; layer < config_.num_layers; ++layer) {
+    const Layer& w = layers_[layer];
+    // Attention block (its norm ran fused with the previous residual add).
+    RETURN_IF_ERROR(tl.Op(OpKind::kQkvProj, layer, 0, stream, [&] {
+      RETURN_IF_ERROR(qkv_->Run(Bf16(w.wqkv), normed_bf16, qkv, T, stream));
+      return w.bqkv.bytes() ? AddBias(qkv, F32(w.bqkv), T, qkv_width, stream) : Status::Ok();
+    }));
+    RETURN_IF_ERROR(tl.Op(OpKind::kRope, layer, 0, stream, [&] {
+      RETURN_IF_ERROR(ApplyRopeStrided(qkv, qkv_width, 0, positions, inv_freq_.get<double>(), T, s.heads, s.head_dim,
+                                       stream));
+      return ApplyRopeStrided(qkv, qkv_width, q_width, positions, inv_freq_.get<double>(), T, s.kv_heads, s.head_dim,
+                              stream);
+    }));
+    RETURN_IF_ERROR(tl.Op(OpKind::kKvWrite, layer, 0, stream, [&] {
+      return WriteKv(qkv, qkv_width, q_width, q_width + kv_width, kv_width, slots, w.keys.get<float>(),
+                     w.values.get<float>(), T, stream);
+    }));
+    RETURN_IF_ERROR(tl.Op(OpKind::kAttention, layer, 0, stream, [&] {
+      PagedAttentionArgs args;
+      args.q = qkv;
+      args.q_stride = qkv_width;
+      args.key_cache = w.keys.get<float>();
+      args.value_cache = w.values.get<float>();
+      args.block_tables = block_tables;
+      args.block_table_width = W;
+      args.token_sequence = token_sequence;
+      args.positions = positions;
+      args.out = a.attn.get<float>();
+      args.scratch = a.attn_scratch.get<float>();
+      args.tokens = T;
+      args.heads = s.heads;
+      args.kv_heads = s.kv_heads;
+      args.head_dim = s.head_dim;
+      args.block_size = options_.block_size;
+      args.max_context = max_context;
+      args.scale = 1.0f / std::sqrt(static_cast<float>(s.head_dim));
+      RETURN_IF_ERROR(PagedAttention(args, stream));
+      return CastToBf16(a.attn.get<float>(), a.attn_bf16.get<uint16_t>(), static_cast<size_t>(T) * q_width, stream);
+    }));
+    RETURN_IF_ERROR(tl.Op(OpKind::kOProj, layer, 0, stream,
+                          [&] { return o_->Run(Bf16(w.wo), a.attn_bf16.get<uint16_t>(), proj, T, stream); }));
+    if (s.tp > 1) RETURN_IF_ERROR(all_reduce(OpKind::kAllReduceAttn, layer, proj));
+
+    // MLP block: residual add fused with its norm.
+    RETURN_IF_ERROR(tl.Op(OpKind::kMlpNorm, layer, 0, stream, [&] {
+      RETURN_IF_ERROR(AddRmsNorm(x, proj, F32(w.mlp_norm), normed, T, h, eps, stream));
+      return norm_to_bf16();
+    }));
+    RETURN_IF_ERROR(tl.Op(OpKind::kGateUpProj, layer, 0, stream,
+                          [&] { return gate_up_->Run(Bf16(w.w_gate_up), normed_bf16, a.gate_up.get<float>(), T, stream); }));
+    RETURN_IF_ERROR(tl.Op(OpKind::kSiluMul, layer, 0, stream, [&] {
+      return SiluMulRowsToBf16(a.gate_up.get<float>(), a.act_bf16.get<uint16_t>(), T, s.ffn, stream);
+    }));
+    RETURN_IF_ERROR(tl.Op(OpKind::kDownProj, layer, 0, stream,
+                          [&] { return down_->Run(Bf16(w.w_down), a.act_bf16.get<uint16_t>(), proj, T, stream); }));
+    if (s.tp > 1) RETURN_IF_ERROR(all_reduce(OpKind::kAllReduceMlp, layer, proj));
+
+    // The residual add fused with the next norm: the next layer's attention norm, or the final norm.
+    const bool last_layer = layer + 1 == config_.num_layers;
+    const OpKind next_norm = last_layer ? OpKind::kFinalNorm : OpKind::kAttnNorm;
+    RETURN_IF_ERROR(tl.Op(next_norm, last_layer ? -1 : layer + 1, 0, stream, [&] {
+      const float* weight = last_layer ? F32(final_norm_) : F32(layers_[layer + 1].attn_norm);
+      RETURN_IF_ERROR(AddRmsNorm(x, proj, weight, normed, T, h, eps, stream));
+      if (!last_layer) return norm_to_bf16();
+      RETURN_IF_ERROR(GatherRows(normed, logit_tokens, a.last.get<float>(), R, h, stream));
+      return CastToBf16(a.last.get<float>(), a.last_bf16.get<uint16_t>(), static_cast<size_t>(R) * h, stream);
+    }));
+  }
+
+  // LM head over the rows that want logits; vocab-parallel, then gathered.
+  const DeviceBuffer& head = lm_head_weight_.bytes() ? lm_head_weight_ : embed_;
+  float* local = a.local_logits.get<float>();
+  RETURN_IF_ERROR(tl.Op(OpKind::kLmHead, -1, 0, stream,
+                        [&] { return lm_head_->Run(Bf16(head), a.last_bf16.get<uint16_t>(), local, R, stream); }));
+  const size_t local_count = static_cast<size_t>(R) * s.vocab;
+  const float* result = local;  // [tp, R, vocab_local]
+  if (s.tp > 1) {
+    RETURN_IF_ERROR(tl.Op(OpKind::kAllGatherLogits, -1, static_cast<int64_t>(local_count * f32), stream, [&] {
+      return comm_->AllGather(local, a.gathered.get<float>(), local_count, DeviceDtype::kF32, stream);
+    }));
+    result = a.gathered.get<float>();
+  }
+  const size_t result_bytes = local_count * s.tp * f32;
+  const bool returns_logits = s.rank == 0;
+  if (returns_logits) {
+    RETURN_IF_ERROR(a.host_logits.Reserve(std::max<size_t>(result_bytes, 1), "logits"));
+    RETURN_IF_ERROR(CudaStatus(cudaMemcpyAsync(a.host_logits.get(), result, result_bytes, cudaMemcpyDeviceToHost, stream),
+                               "logits download"));
+  }
+  RETURN_IF_ERROR(tl.End(stream));
+  RETURN_IF_ERROR(WaitForStream());
+
+  if (returns_logits) {
+    // [tp, R, vocab_local] -> [R, vocab_padded]
+    const float* host = a.host_logits.get<float>();
+    logits->resize(static_cast<size_t>(R) * s.vocab_padded);
+    for (int r = 0; r < s.tp; ++r) {
+      for (int row = 0; row < R; ++row) {
+        std::memcpy(&(*logits)[static_cast<size_t>(row) * s.vocab_padded + static_cast<size_t>(r) * s.vocab],
+                    host + (static_cast<size_t>(r) * R + row) * s.vocab, s.vocab * f32);
+      }
+    }
+  } else {
+    logits->clear();
+  }
+  *trace = tl.Trace(s.rank);
+  return Status::Ok();
+}
+
+}  // namespace tpserve::cuda

@@ -1,0 +1,70 @@
+#include "model/cuda_backend.h"
+
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+
+namespace tpserve {
+
+Result<std::vector<int>> AssignDevices(int tp, int visible_gpus, bool share_gpu) {
+  if (tp < 1) return InvalidArgument("--tp must be at least 1, got " + std::to_string(tp));
+  if (visible_gpus < 1) return FailedPrecondition("no visible GPU (check CUDA_VISIBLE_DEVICES)");
+  if (share_gpu) return std::vector<int>(tp, 0);
+  if (tp > visible_gpus) {
+    return FailedPrecondition("--tp " + std::to_string(tp) + " needs " + std::to_string(tp) + " GPUs, " +
+                              std::to_string(visible_gpus) +
+                              " visible (CUDA_VISIBLE_DEVICES); --share-gpu places every rank on one GPU for testing");
+  }
+  std::vector<int> devices(tp);
+  for (int r = 0; r < tp; ++r) devices[r] = r;
+  return devices;
+}
+
+Result<int> KvBlocksForMemory(const std::vector<GpuMemory>& gpus, double utilization, size_t block_bytes_per_rank) {
+  if (!(utilization > 0 && utilization <= 1)) {
+    return InvalidArgument("--gpu-memory-utilization must be in (0, 1], got " + std::to_string(utilization));
+  }
+  if (gpus.empty() || block_bytes_per_rank == 0) return InvalidArgument("no GPU or an empty KV block");
+  int64_t blocks = std::numeric_limits<int32_t>::max();
+  for (const GpuMemory& gpu : gpus) {
+    const double used = static_cast<double>(gpu.total_bytes) - static_cast<double>(gpu.free_bytes);
+    const double budget = utilization * static_cast<double>(gpu.total_bytes) - used;
+    const double per_block = static_cast<double>(block_bytes_per_rank) * gpu.ranks;
+    const int64_t fit = budget > 0 ? static_cast<int64_t>(std::floor(budget / per_block)) : 0;
+    if (fit < 1) {
+      constexpr double kMiB = 1 << 20;
+      char line[320];
+      std::snprintf(line, sizeof(line),
+                    "cuda:%d: --gpu-memory-utilization %.2f allows %.0f MiB of %.0f MiB and %.0f MiB are in use "
+                    "(weights and buffers), so no KV block of %.2f MiB fits; raise the utilization, lower --tp's "
+                    "ranks per GPU, or load fewer layers",
+                    gpu.device, utilization, utilization * gpu.total_bytes / kMiB, gpu.total_bytes / kMiB, used / kMiB,
+                    per_block / kMiB);
+      return Status(StatusCode::kResourceExhausted, line);
+    }
+    blocks = std::min(blocks, fit);
+  }
+  return static_cast<int>(blocks);
+}
+
+Result<CudaGroup> CreateCudaGroup(const std::string& module_path, const CudaGroupRequest& request) {
+  // The probe already loaded the module: this dlopen finds it again. It is never unloaded (the
+  // decoders' code lives in it).
+  void* module = dlopen(module_path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (module == nullptr) return FailedPrecondition("cannot load " + module_path + ": " + dlerror());
+  auto abi = reinterpret_cast<CudaModuleAbiFn>(dlsym(module, "tpserve_cuda_abi"));
+  auto create = reinterpret_cast<CudaCreateGroupFn>(dlsym(module, "tpserve_cuda_create_group"));
+  if (abi == nullptr || create == nullptr) return FailedPrecondition(module_path + " has no CUDA decoder");
+  if (abi() != kCudaModuleAbi) {
+    return FailedPrecondition(module_path + " was built for module ABI " + std::to_string(abi()) + ", this tpserve is " +
+                              std::to_string(kCudaModuleAbi) + " (rebuild the two together)");
+  }
+  Result<CudaGroup> reply = Internal("the CUDA module returned nothing");
+  create(&request, &reply);
+  return reply;
+}
+
+}  // namespace tpserve

@@ -1,0 +1,75 @@
+// The host side of the CUDA backend: what the engine asks the CUDA module for (a group of rank
+// decoders on GPUs), the placement and KV-sizing policies (plain functions, tested on the CPU), and
+// the call into the module through dlopen. No CUDA headers: the module (model/cuda/) implements
+// tpserve_cuda_create_group; this binary never links CUDA.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "model/model_config.h"
+#include "model/rank_decoder.h"
+#include "model/rank_weights.h"
+
+namespace tpserve {
+
+// Bumped whenever the structs below change: the engine refuses a module built from other headers.
+inline constexpr int kCudaModuleAbi = 1;
+
+struct CudaGroupOptions {
+  int tp = 1;
+  // Every rank on the first visible GPU, summed by the rank-order communicator: TP > 1 on a
+  // one-GPU machine, for tests (NCCL refuses two ranks on one device).
+  bool share_gpu = false;
+  int block_size = 16;
+  int kv_cache_blocks = 0;      // > 0: exactly this many KV blocks
+  int64_t kv_cache_bytes = 0;   // > 0: this many bytes of KV cache, all ranks together
+  double gpu_memory_utilization = 0.9;  // otherwise: this share of each GPU's memory, weights included
+  bool trace = true;            // CUDA events around every op (off: only the step's total)
+  int max_tokens_per_step = 8192;       // the GEMM algorithms are chosen for 1..this many tokens
+  std::chrono::milliseconds collective_timeout{60000};  // a rank stalled longer fails the step
+};
+
+struct CudaGroupRequest {
+  const ModelConfig* config = nullptr;
+  CudaGroupOptions options;
+  // Rank r's slice of the weights on the host (LoadRankWeights), loaded one rank at a time.
+  std::function<Result<RankWeights>(int rank)> load_rank;
+  std::function<void(const std::string&)> log;  // one line per event worth logging (load times, NCCL)
+};
+
+struct CudaGroup {
+  std::vector<std::unique_ptr<RankDecoder>> ranks;  // rank r at index r
+  int kv_blocks = 0;                                // blocks every rank holds
+  std::string communicator;                         // "nccl 2.28.3", "rank-order", "none"
+};
+
+// The GPU of each rank: ranks 0..tp-1 on the first tp visible GPUs, or all on GPU 0 with share_gpu.
+Result<std::vector<int>> AssignDevices(int tp, int visible_gpus, bool share_gpu);
+
+struct GpuMemory {
+  int device = 0;
+  size_t total_bytes = 0;
+  size_t free_bytes = 0;  // after this GPU's ranks loaded their weights
+  int ranks = 1;          // ranks placed on this GPU
+};
+
+// KV blocks per rank when each GPU may fill `utilization` of its memory (vLLM's
+// --gpu-memory-utilization): the smallest over the GPUs of (utilization × total − used) /
+// (ranks × block bytes). An error names the GPU and the numbers when not even one block fits.
+Result<int> KvBlocksForMemory(const std::vector<GpuMemory>& gpus, double utilization, size_t block_bytes_per_rank);
+
+// Loads the module at `module_path` and asks it for the group.
+Result<CudaGroup> CreateCudaGroup(const std::string& module_path, const CudaGroupRequest& request);
+
+// The module's entry points (extern "C"): the ABI version, and the group factory.
+using CudaModuleAbiFn = int (*)();
+using CudaCreateGroupFn = void (*)(const CudaGroupRequest* request, Result<CudaGroup>* reply);
+
+}  // namespace tpserve

@@ -1,0 +1,27 @@
+// The seam between the engine and a backend: what one tensor-parallel rank runs every step. The
+// CPU backend's Decoder (model/decoder.h) and the CUDA backend's decoder (model/cuda/, inside the
+// module loaded at run time) both implement it; the engine, scheduler, step plans, sampling and
+// trace format are the same above it. No CUDA headers here.
+#pragma once
+
+#include <vector>
+
+#include "common/status.h"
+#include "model/rank_weights.h"
+#include "model/step_plan.h"
+
+namespace tpserve {
+
+class RankDecoder {
+ public:
+  virtual ~RankDecoder() = default;
+
+  // Runs the plan on this rank, on the engine's thread for this rank. On return `logits` holds
+  // [rows, vocab_padded] f32 for the sequences that want logits, in plan order (every rank gets
+  // them); pass the same vector every step so its memory is reused. `trace` gets this rank's ops.
+  virtual Status Forward(const StepPlan& plan, std::vector<float>* logits, RankTrace* trace) = 0;
+
+  virtual const RankShape& shape() const = 0;
+};
+
+}  // namespace tpserve

@@ -1,0 +1,178 @@
+// The CUDA backend end to end, against the CPU backend as the reference: logits at every step,
+// greedy continuations, TP on one shared GPU against TP=1, and batch invariance. Labelled `gpu`:
+// without a usable GPU every test reports SKIPPED, never Passed.
+//
+// Tolerance. The CUDA decoder rounds each GEMM input (the normed activations, the attention
+// output, SiLU·up) to bf16, where the CPU multiplies f32 activations with the bf16 weights: a
+// relative error of at most 2^-9 per element, averaging out over each dot product. Through the
+// tiny model's layers that leaves the logits within kLogitTolerance × the row's largest |logit|.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "kernels/cuda_module.h"
+#include "tests/model/engine_test_util.h"
+
+namespace tpserve {
+namespace {
+
+constexpr double kLogitTolerance = 0.02;
+
+#define SKIP_WITHOUT_GPU()                                                                  \
+  do {                                                                                      \
+    auto probe = ProbeCudaBackend();                                                        \
+    if (!probe.ok()) GTEST_SKIP() << "no usable GPU: " << probe.status().message();         \
+  } while (0)
+
+std::unique_ptr<Engine> MakeCudaEngine(int tp, bool share_gpu = false) {
+  EngineOptions options{.device = DeviceKind::kCuda, .tp = tp, .block_size = 4, .kv_cache_blocks = 512,
+                        .share_gpu = share_gpu};
+  auto engine = Engine::Create(testing::TinyModel(), options);
+  EXPECT_TRUE(engine.ok()) << engine.status().ToString();
+  return engine.ok() ? std::move(engine).value() : nullptr;
+}
+
+std::unique_ptr<Engine> MakeCpuEngine() {
+  return testing::MakeEngine(1, -1, 4, cpu::LinearKernel::kPortable);
+}
+
+// max |a - b| over the row, relative to the row's largest |b|.
+double RelativeDifference(const std::vector<float>& a, const std::vector<float>& b) {
+  double diff = 0, scale = 1e-6;
+  for (size_t i = 0; i < b.size(); ++i) {
+    diff = std::max(diff, std::fabs(static_cast<double>(a[i]) - b[i]));
+    scale = std::max(scale, std::fabs(static_cast<double>(b[i])));
+  }
+  return diff / scale;
+}
+
+const std::vector<std::vector<int32_t>>& Prompts() {
+  static const std::vector<std::vector<int32_t>> prompts = {
+      {128000, 791, 6864, 315, 9822, 374},   {128000, 40, 1093, 311},       {128000, 9906},
+      {128000, 791, 4062, 14198, 39935},     {128000, 2028, 374, 264, 1296}, {128000, 16, 11, 17, 11, 18},
+      {128000, 3923, 374, 279, 7438, 315},   {128000, 32, 3363, 4131, 1139, 264, 3703}};
+  return prompts;
+}
+
+TEST(CudaEngine, LogitsMatchTheCpuAtEveryStep) {
+  SKIP_WITHOUT_GPU();
+  auto gpu = MakeCudaEngine(1);
+  ASSERT_NE(gpu, nullptr);
+  auto cpu = MakeCpuEngine();
+  const std::vector<int32_t> forced = {11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22};
+  for (const auto& prompt : Prompts()) {
+    const auto want = testing::RunForced(*cpu, prompt, forced);
+    const auto got = testing::RunForced(*gpu, prompt, forced);
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t step = 0; step < got.size(); ++step) {
+      EXPECT_LE(RelativeDifference(got[step], want[step]), kLogitTolerance) << "step " << step;
+    }
+  }
+}
+
+// The CPU's greedy continuation, with each step's gap between its best and second-best logit.
+struct Continuation {
+  std::vector<int32_t> tokens;
+  std::vector<double> top2_gap;  // relative to the row's largest |logit|
+};
+
+Continuation GreedyOnCpu(Engine& cpu, const std::vector<int32_t>& prompt, int steps) {
+  Continuation c;
+  SequencePlan seq{.sequence_id = 1, .tokens = prompt, .start_position = 0,
+                   .block_table = testing::AllocateBlocks(cpu, static_cast<int>(prompt.size()) + steps)};
+  for (int i = 0; i < steps; ++i) {
+    auto result = cpu.Step(StepPlan{.step_id = i, .sequences = {seq}});
+    EXPECT_TRUE(result.ok()) << result.status().ToString();
+    if (!result.ok()) break;
+    std::vector<float> last(result->logits.begin(), result->logits.end());
+    const int best = testing::Argmax(last);
+    double scale = 1e-6;
+    for (float v : last) scale = std::max(scale, std::fabs(static_cast<double>(v)));
+    const float best_value = last[best];
+    last[best] = -INFINITY;
+    c.top2_gap.push_back((best_value - *std::max_element(last.begin(), last.end())) / scale);
+    c.tokens.push_back(best);
+    seq.start_position += static_cast<int32_t>(seq.tokens.size());
+    seq.tokens = {best};
+  }
+  for (int32_t b : seq.block_table) cpu.block_pool().Free(b);
+  return c;
+}
+
+TEST(CudaEngine, GreedyContinuationsMatchTheCpuUnlessTheCpuWasUndecided) {
+  SKIP_WITHOUT_GPU();
+  auto gpu = MakeCudaEngine(1);
+  ASSERT_NE(gpu, nullptr);
+  auto cpu = MakeCpuEngine();
+  constexpr int kTokens = 64;
+  for (const auto& prompt : Prompts()) {
+    const Continuation want = GreedyOnCpu(*cpu, prompt, kTokens);
+    // The GPU follows the CPU's tokens (so one divergence does not hide the rest) and must pick
+    // the same one at every step where the CPU's choice was clear.
+    const std::vector<int32_t> forced(want.tokens.begin(), want.tokens.end() - 1);
+    const auto rows = testing::RunForced(*gpu, prompt, forced);
+    ASSERT_EQ(rows.size(), static_cast<size_t>(kTokens));
+    for (int i = 0; i < kTokens; ++i) {
+      if (want.top2_gap[i] < 2 * kLogitTolerance) continue;  // a near tie: either token is right
+      EXPECT_EQ(testing::Argmax(rows[i]), want.tokens[i]) << "token " << i << ", CPU top-2 gap " << want.top2_gap[i];
+    }
+  }
+}
+
+TEST(CudaEngine, TensorParallelRanksSharingOneGpuMatchTp1) {
+  SKIP_WITHOUT_GPU();
+  auto tp1 = MakeCudaEngine(1);
+  ASSERT_NE(tp1, nullptr);
+  const std::vector<int32_t> forced = {11, 12, 13, 14, 15, 16};
+  const auto want = testing::RunForced(*tp1, Prompts()[0], forced);
+  for (int tp : {2, 4}) {
+    auto engine = MakeCudaEngine(tp, /*share_gpu=*/true);
+    ASSERT_NE(engine, nullptr);
+    const auto got = testing::RunForced(*engine, Prompts()[0], forced);
+    for (size_t step = 0; step < got.size(); ++step) {
+      // Partial sums in another order, each rank's GEMM over a slice: f32 rounding only.
+      EXPECT_LE(RelativeDifference(got[step], want[step]), 1e-4) << "TP=" << tp << " step " << step;
+    }
+    // The trace has every rank and its collectives.
+    auto result = engine->Step(StepPlan{.step_id = 99,
+                                        .sequences = {SequencePlan{.sequence_id = 5,
+                                                                   .tokens = {1, 2, 3},
+                                                                   .block_table = testing::AllocateBlocks(*engine, 3)}}});
+    ASSERT_TRUE(result.ok()) << result.status().ToString();
+    ASSERT_EQ(result->trace.ranks.size(), static_cast<size_t>(tp));
+    EXPECT_GT(result->trace.ranks[1].CommNs(), 0);
+  }
+}
+
+TEST(CudaEngine, ASequencesLogitsDoNotDependOnItsBatch) {
+  SKIP_WITHOUT_GPU();
+  auto gpu = MakeCudaEngine(1);
+  ASSERT_NE(gpu, nullptr);
+  const auto alone = testing::RunForced(*gpu, Prompts()[0], {11, 12, 13});
+  // The same sequence with two others in every step (a longer prefill and a different prompt).
+  std::vector<SequencePlan> seqs;
+  for (int i : {1, 0, 4}) {
+    const auto& prompt = Prompts()[i];
+    seqs.push_back(SequencePlan{.sequence_id = i, .tokens = prompt, .start_position = 0,
+                                .block_table = testing::AllocateBlocks(*gpu, static_cast<int>(prompt.size()) + 3)});
+  }
+  const std::vector<int32_t> forced = {11, 12, 13};
+  for (size_t step = 0; step <= forced.size(); ++step) {
+    if (step > 0) {
+      for (auto& s : seqs) {
+        s.start_position += static_cast<int32_t>(s.tokens.size());
+        s.tokens = {forced[step - 1]};
+      }
+    }
+    auto result = gpu->Step(StepPlan{.step_id = static_cast<int64_t>(step), .sequences = seqs});
+    ASSERT_TRUE(result.ok()) << result.status().ToString();
+    const int vocab = gpu->config().vocab_size;
+    const std::vector<float> row(result->logits.begin() + vocab, result->logits.begin() + 2 * vocab);
+    EXPECT_EQ(row, alone[step]) << "step " << step;  // bitwise
+  }
+}
+
+}  // namespace
+}  // namespace tpserve
