@@ -8,6 +8,8 @@
 
 #include "kernels/cpu/memory_bandwidth.h"
 #include "kernels/cpu/thread_pool.h"
+#include "kernels/cuda_module.h"
+#include "model/cuda_backend.h"
 #include "model/engine.h"
 #include "model/model_directory.h"
 
@@ -23,30 +25,45 @@ double StreamedWeightBytes(const ModelConfig& c) {
 }
 
 struct Point {
-  cpu::LinearKernel kernel;
-  int tp, batch, context;
+  int batch, context;
 };
 
-Result<DecodeBenchRow> MeasureOne(const ModelDirectory& model, const DecodeBenchOptions& o, Point point,
-                                  int threads, bool per_op_trace = true) {
-  const auto [kernel, tp, batch, context] = point;
+// One engine per (kernel, tp), its KV cache sized for the largest batch × context of the sweep,
+// reused for every point (a model's weights load once per TP degree, not once per point).
+Result<std::unique_ptr<Engine>> CreateBenchEngine(const ModelDirectory& model, const DecodeBenchOptions& o,
+                                                  cpu::LinearKernel kernel, int tp, int threads) {
   EngineOptions engine_options{.device = o.device, .tp = tp, .threads = threads, .block_size = 16,
-                               .trace = per_op_trace, .linear_kernel = kernel};
-  const int positions = context + o.decode_steps + 1;
-  const size_t kv_bytes = static_cast<size_t>(batch) * positions * 2 * model.config.num_layers *
-                          model.config.kv_size() * sizeof(float) * std::max(1, tp / model.config.num_kv_heads);
-  engine_options.kv_cache_mb = static_cast<int>(kv_bytes / (1 << 20)) + 16;
-  ASSIGN_OR_RETURN(auto engine, Engine::Create(model, engine_options));
+                               .linear_kernel = kernel};
+  const int max_batch = *std::max_element(o.batch.begin(), o.batch.end());
+  const int max_context = *std::max_element(o.context.begin(), o.context.end());
+  const int blocks_per_sequence = (max_context + o.decode_steps + 1 + engine_options.block_size - 1) /
+                                  engine_options.block_size;
+  engine_options.kv_cache_blocks = max_batch * blocks_per_sequence;
+  return Engine::Create(model, engine_options);
+}
 
+Result<DecodeBenchRow> MeasureOne(Engine& engine, const ModelDirectory& model, const DecodeBenchOptions& o,
+                                  Point point) {
+  const auto [batch, context] = point;
+  const int positions = context + o.decode_steps + 1;
   std::vector<SequencePlan> seqs(batch);
   for (int b = 0; b < batch; ++b) {
     seqs[b].sequence_id = b;
-    for (int p = 0; p < positions; p += engine->block_size()) {
-      seqs[b].block_table.push_back(*engine->block_pool().Allocate());
+    for (int p = 0; p < positions; p += engine.block_size()) {
+      seqs[b].block_table.push_back(*engine.block_pool().Allocate());
     }
     for (int t = 0; t < context; ++t) seqs[b].tokens.push_back((b * 7919 + t * 104729) % 100000);
   }
-  ASSIGN_OR_RETURN(StepResult prefill, engine->Step(StepPlan{.step_id = 0, .sequences = seqs}));
+  struct FreeBlocks {  // the next point reuses them
+    Engine& engine;
+    std::vector<SequencePlan>& seqs;
+    ~FreeBlocks() {
+      for (const auto& seq : seqs) {
+        for (int32_t block : seq.block_table) engine.block_pool().Free(block);
+      }
+    }
+  } free_blocks{engine, seqs};
+  ASSIGN_OR_RETURN(StepResult prefill, engine.Step(StepPlan{.step_id = 0, .sequences = seqs}));
 
   std::vector<double> step_ms, compute_ms, comm_ms, host_ms, allreduce_us;
   double allreduce_bytes = 0;
@@ -55,7 +72,7 @@ Result<DecodeBenchRow> MeasureOne(const ModelDirectory& model, const DecodeBench
       seqs[b].start_position += static_cast<int32_t>(seqs[b].tokens.size());
       seqs[b].tokens = {(b * 31 + step * 17) % 100000};  // fixed inputs: timing, not text
     }
-    ASSIGN_OR_RETURN(StepResult result, engine->Step(StepPlan{.step_id = step, .sequences = seqs}));
+    ASSIGN_OR_RETURN(StepResult result, engine.Step(StepPlan{.step_id = step, .sequences = seqs}));
     const StepTrace& trace = result.trace;
     const RankTrace& slowest = trace.ranks[trace.SlowestRank()];
     step_ms.push_back(trace.step_ns * 1e-6);
@@ -70,8 +87,7 @@ Result<DecodeBenchRow> MeasureOne(const ModelDirectory& model, const DecodeBench
     }
   }
   DecodeBenchRow row;
-  row.kernel = kernel;
-  row.tp = tp;
+  row.tp = engine.tp();
   row.batch = batch;
   row.context = context;
   row.step_ms = Median(step_ms);
@@ -86,37 +102,53 @@ Result<DecodeBenchRow> MeasureOne(const ModelDirectory& model, const DecodeBench
   return row;
 }
 
+// The weight-streaming ceiling: the CPU's DRAM read bandwidth with the same threads, or the GPU's
+// with a read-only kernel (≥ 4 GiB, so no cache holds it).
+Result<double> MeasureReadBandwidth(const ModelConfig& config, const DecodeBenchOptions& o, int threads) {
+  const size_t twice_weights = static_cast<size_t>(2 * StreamedWeightBytes(config));
+  if (o.device == DeviceKind::kCuda) {
+    ASSIGN_OR_RETURN(CudaProbe probe, ProbeCudaBackend());
+    return MeasureCudaReadBandwidth(probe.module_path, 0, std::max<size_t>(size_t{4} << 30, twice_weights));
+  }
+  cpu::ThreadPool pool(threads);
+  return cpu::MeasureMemoryBandwidth(std::max<size_t>(size_t{1} << 30, twice_weights), 5, &pool).read_gb_per_s;
+}
+
 }  // namespace
 
 Result<DecodeBenchReport> RunDecodeBench(const DecodeBenchOptions& o) {
+  if (o.batch.empty() || o.context.empty() || o.tp.empty()) return InvalidArgument("--tp, --batch and --context need values");
+  for (int context : o.context) {
+    if (context < 1) return InvalidArgument("--context values must be at least 1");
+  }
   ASSIGN_OR_RETURN(ModelDirectory model, OpenModel(o.model));
   DecodeBenchReport report;
   report.device = o.device;
   report.threads = o.threads > 0 ? o.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  {
-    // The ceiling: a streaming read of 2× the weights (at least 1 GiB) with the same threads.
-    cpu::ThreadPool pool(report.threads);
-    const size_t bytes = std::max<size_t>(size_t{1} << 30, static_cast<size_t>(2 * StreamedWeightBytes(model.config)));
-    report.read_gb_per_s = cpu::MeasureMemoryBandwidth(bytes, 5, &pool).read_gb_per_s;
-  }
-  for (cpu::LinearKernel kernel : o.kernels) {
+  ASSIGN_OR_RETURN(report.read_gb_per_s, MeasureReadBandwidth(model.config, o, report.threads));
+  const std::vector<cpu::LinearKernel> kernels =
+      o.device == DeviceKind::kCuda ? std::vector<cpu::LinearKernel>{o.kernels.front()} : o.kernels;
+  for (cpu::LinearKernel kernel : kernels) {
     for (int tp : o.tp) {
+      ASSIGN_OR_RETURN(auto engine, CreateBenchEngine(model, o, kernel, tp, report.threads));
       for (int batch : o.batch) {
         for (int context : o.context) {
-          if (context < 1) return InvalidArgument("--context values must be at least 1");
-          const Point point{kernel, tp, batch, context};
-          ASSIGN_OR_RETURN(DecodeBenchRow row, MeasureOne(model, o, point, report.threads));
+          const Point point{batch, context};
+          ASSIGN_OR_RETURN(DecodeBenchRow row, MeasureOne(*engine, model, o, point));
+          row.kernel = kernel;
           row.ceiling_tokens_per_s = batch * report.read_gb_per_s * 1e9 / row.weight_bytes;
           row.fraction_of_ceiling = row.tokens_per_s / row.ceiling_tokens_per_s;
           if (o.trace_overhead && report.rows.empty()) {
-            // Traced and untraced runs alternate three times each, so drift in machine load shows
-            // up on both sides; medians of the per-run medians.
+            // Traced and untraced runs alternate three times each on the same engine, so drift in
+            // machine load shows up on both sides; medians of the per-run medians.
             std::vector<double> traced = {row.step_ms}, untraced;
             for (int repeat = 0; repeat < 3; ++repeat) {
-              ASSIGN_OR_RETURN(DecodeBenchRow off, MeasureOne(model, o, point, report.threads, false));
+              engine->set_trace(false);
+              ASSIGN_OR_RETURN(DecodeBenchRow off, MeasureOne(*engine, model, o, point));
+              engine->set_trace(true);
               untraced.push_back(off.step_ms);
               if (repeat < 2) {
-                ASSIGN_OR_RETURN(DecodeBenchRow on, MeasureOne(model, o, point, report.threads));
+                ASSIGN_OR_RETURN(DecodeBenchRow on, MeasureOne(*engine, model, o, point));
                 traced.push_back(on.step_ms);
               }
             }
@@ -142,9 +174,16 @@ Result<DecodeBenchReport> RunDecodeBench(const DecodeBenchOptions& o) {
 std::string FormatDecodeBench(const DecodeBenchReport& r) {
   std::string out;
   char line[320];
-  std::snprintf(line, sizeof(line),
-                "device: %s\nceiling: DRAM read %.1f GB/s with %d threads (measured in this run)\n",
-                DeviceKindName(r.device), r.read_gb_per_s, r.threads);
+  if (r.device == DeviceKind::kCuda) {
+    std::snprintf(line, sizeof(line),
+                  "device: cuda\nceiling: GPU memory read %.1f GB/s on cuda:0 (read-only kernel over >= 4 GiB, "
+                  "measured in this run)\n",
+                  r.read_gb_per_s);
+  } else {
+    std::snprintf(line, sizeof(line),
+                  "device: %s\nceiling: DRAM read %.1f GB/s with %d threads (measured in this run)\n",
+                  DeviceKindName(r.device), r.read_gb_per_s, r.threads);
+  }
   out += line;
   if (r.untraced_step_ms > 0) {
     std::snprintf(line, sizeof(line),

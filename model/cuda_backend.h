@@ -68,8 +68,13 @@ Result<int> KvBlocksForMemory(const std::vector<GpuMemory>& gpus, double utiliza
 // Loads the module at `module_path` and asks it for the group.
 Result<CudaGroup> CreateCudaGroup(const std::string& module_path, const CudaGroupRequest& request);
 
-// The module's entry points (extern "C"): the ABI version, and the group factory.
+// The read bandwidth of GPU `device` in 1e9 bytes/s (cuda::MeasureReadBandwidth over `bytes`):
+// the weight-streaming floor of bench-decode --device cuda.
+Result<double> MeasureCudaReadBandwidth(const std::string& module_path, int device, size_t bytes);
+
+// The module's entry points (extern "C"): the ABI version, the group factory, the bandwidth probe.
 using CudaModuleAbiFn = int (*)();
 using CudaCreateGroupFn = void (*)(const CudaGroupRequest* request, Result<CudaGroup>* reply);
+using CudaReadBandwidthFn = void (*)(int device, size_t bytes, Result<double>* reply);
 
 }  // namespace tpserve

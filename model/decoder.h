@@ -40,6 +40,7 @@ class Decoder final : public RankDecoder {
   Status Forward(const StepPlan& plan, std::vector<float>* logits, RankTrace* trace) override;
 
   const RankShape& shape() const override { return weights_.shape; }
+  void set_trace(bool on) override { options_.trace = on; }
   const RankWeights& weights() const { return weights_; }
 
  private:

@@ -140,6 +140,10 @@ Engine::~Engine() {
   for (auto& thread : threads_) thread.join();
 }
 
+void Engine::set_trace(bool on) {
+  for (auto& rank : ranks_) rank->decoder->set_trace(on);
+}
+
 void Engine::RankLoop(int r) {
   Rank& rank = *ranks_[r];
   uint64_t seen = 0;

@@ -50,6 +50,9 @@ class Engine {
   // come from block_pool(). The result's logits are valid until the next Step.
   Result<StepResult> Step(const StepPlan& plan);
 
+  // Per-op timing in the step trace on or off (EngineOptions::trace), between steps.
+  void set_trace(bool on);
+
   KvBlockPool& block_pool() { return *block_pool_; }
   int block_size() const { return options_.block_size; }
   int tp() const { return options_.tp; }

@@ -22,6 +22,9 @@ class RankDecoder {
   virtual Status Forward(const StepPlan& plan, std::vector<float>* logits, RankTrace* trace) = 0;
 
   virtual const RankShape& shape() const = 0;
+
+  // Per-op timing on or off (off: only the rank's total). Between steps only.
+  virtual void set_trace(bool on) = 0;
 };
 
 }  // namespace tpserve

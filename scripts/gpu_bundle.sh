@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Packs what the device check needs onto a GPU machine that has nvcc, CMake, ninja and PyTorch but
 # none of our Debian packages and no network: the binaries built here (sm_90), the CUDA module, the
-# Debian shared libraries they load (not glibc or libstdc++, which the device has), and the Llama-3
-# tokenizer (for dummy models). Run after a build; carry the folder it writes ($GPU_BUNDLE, default
+# Debian shared libraries they load (not glibc or libstdc++, which the device has; not cuBLASLt or
+# NCCL, hundreds of MB each, which gpu_check.sh finds in the device's toolkit or PyTorch), and the
+# Llama-3 tokenizer (for dummy models). Run after a build; carry the folder it writes ($GPU_BUNDLE, default
 # gpu-bundle/; gpu_check.sh reads the same variable).
 #
 #   scripts/gpu_bundle.sh [BUILD_DIR]        (default: build)
@@ -13,7 +14,8 @@ BUNDLE="${GPU_BUNDLE:-$REPO/gpu-bundle}"
 
 rm -rf "$BUNDLE"
 mkdir -p "$BUNDLE/lib" "$BUNDLE/assets/tokenizers"
-binaries=("$BUILD/server/tpserve" "$BUILD/tests/cuda_ops_test" "$BUILD/lib/libtpserve_cuda.so")
+binaries=("$BUILD/server/tpserve" "$BUILD/tests/cuda_ops_test" "$BUILD/tests/cuda_engine_test"
+          "$BUILD/lib/libtpserve_cuda.so")
 for binary in "${binaries[@]}"; do
   [[ -f "$binary" ]] || { echo "gpu_bundle: $binary is missing (build with nvcc present first)" >&2; exit 1; }
   cp "$binary" "$BUNDLE/"
@@ -22,6 +24,7 @@ done
 ldd "${binaries[@]}" | awk '/=> \// {print $3}' | sort -u | while read -r lib; do
   case "$(basename "$lib")" in
     libc.so*|libm.so*|libdl.so*|libpthread.so*|librt.so*|libgcc_s.so*|libstdc++.so*) ;;
+    libcublas*|libnccl*|libcudart*|libcuda.so*) ;;
     *) cp -L "$lib" "$BUNDLE/lib/" ;;
   esac
 done

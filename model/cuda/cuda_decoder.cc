@@ -46,6 +46,7 @@ struct CudaDecoder::Activations {
 class CudaDecoder::Timeline {
  public:
   explicit Timeline(bool trace) : trace_(trace) {}
+  void set_trace(bool on) { trace_ = on; }
   ~Timeline() {
     for (cudaEvent_t event : events_) cudaEventDestroy(event);
   }
@@ -184,6 +185,8 @@ Status CudaDecoder::Upload(const RankWeights& weights) {
   const std::vector<double> inv_freq = cpu::RopeInverseFrequencies(RopeParamsFor(config_));
   return inv_freq_.Upload(inv_freq.data(), inv_freq.size() * sizeof(double), "RoPE frequencies");
 }
+
+void CudaDecoder::set_trace(bool on) { timeline_->set_trace(on); }
 
 Status CudaDecoder::AllocateKvCache(int num_blocks) {
   RETURN_IF_ERROR(CudaStatus(cudaSetDevice(options_.device), "cudaSetDevice"));

@@ -41,6 +41,7 @@ class CudaDecoder final : public RankDecoder {
   // empty (the engine reads rank 0's).
   Status Forward(const StepPlan& plan, std::vector<float>* logits, RankTrace* trace) override;
   const RankShape& shape() const override { return shape_; }
+  void set_trace(bool on) override;
 
  private:
   struct Layer {

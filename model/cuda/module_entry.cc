@@ -1,6 +1,7 @@
-// The CUDA module's group factory (tpserve_cuda_create_group): places the ranks on GPUs, creates
-// their communicators, uploads each rank's weights and sizes the KV cache. The engine calls it
-// through model/cuda_backend.h.
+// The CUDA module's entry points (model/cuda_backend.h calls them through dlopen): the ABI
+// version; the group factory, which places the ranks on GPUs, creates their communicators,
+// uploads each rank's weights and sizes the KV cache; and the read-bandwidth probe. The device
+// probe is kernels/cuda/device_probe.cu.
 #include <cuda_runtime.h>
 
 #include <chrono>
@@ -9,6 +10,7 @@
 
 #include "comm/cuda/nccl_communicator.h"
 #include "comm/cuda/rank_order_communicator.h"
+#include "kernels/cuda/memory_bandwidth.h"
 #include "model/cuda/cuda_decoder.h"
 #include "model/cuda_backend.h"
 #include "model/kv_cache.h"
@@ -101,6 +103,12 @@ __attribute__((visibility("default"))) int tpserve_cuda_abi() { return tpserve::
 __attribute__((visibility("default"))) void tpserve_cuda_create_group(const tpserve::CudaGroupRequest* request,
                                                                       tpserve::Result<tpserve::CudaGroup>* reply) {
   *reply = tpserve::cuda::CreateGroup(*request);
+}
+
+__attribute__((visibility("default"))) void tpserve_cuda_read_bandwidth(int device, size_t bytes,
+                                                                        tpserve::Result<double>* reply) {
+  tpserve::Status set = tpserve::cuda::CudaStatus(cudaSetDevice(device), "cudaSetDevice");
+  *reply = set.ok() ? tpserve::cuda::MeasureReadBandwidth(bytes, 5) : tpserve::Result<double>(set);
 }
 
 }  // extern "C"
