@@ -10,6 +10,8 @@
 #include "benchmarks/comm_bench_values.h"
 #include "benchmarks/comm_peer.h"
 #include "comm/in_process_communicator.h"
+#include "kernels/cuda_module.h"
+#include "model/cuda_backend.h"
 #include "common/thread_affinity.h"
 
 namespace tpserve {
@@ -147,15 +149,40 @@ Result<std::pair<double, size_t>> Measure(const CommBenchOptions& o, Collective 
   return std::make_pair(seconds, total_wrong);
 }
 
+bool IsDeviceBackend(const std::string& backend) { return backend == "nccl" || backend == "rank-order"; }
+
+// The sweep's points on a device backend, one module call for all of them.
+Result<std::vector<std::pair<double, size_t>>> MeasureOnDevice(const CommBenchOptions& o, Collective c,
+                                                               const std::vector<size_t>& counts,
+                                                               std::string* library) {
+  ASSIGN_OR_RETURN(CudaProbe probe, ProbeCudaBackend());
+  DeviceCommBenchRequest request{.backend = o.backend, .all_gather = c == Collective::kAllGather, .ranks = o.ranks,
+                                 .counts = counts, .iters = o.iters, .warmup = o.warmup, .check = o.check != 0};
+  ASSIGN_OR_RETURN(DeviceCommBenchReply reply, RunDeviceCommBench(probe.module_path, request));
+  *library = reply.library;
+  std::vector<std::pair<double, size_t>> times;  // per count: out-of-place, then in-place
+  for (const DeviceCommBenchRow& row : reply.rows) {
+    times.emplace_back(row.oop_s, row.oop_wrong);
+    times.emplace_back(row.ip_s, row.ip_wrong);
+  }
+  return times;
+}
+
 }  // namespace
 
 Result<CommBenchReport> RunCommBench(const CommBenchOptions& o) {
   ASSIGN_OR_RETURN(Collective c, ParseCollective(o.collective));
-  if (o.backend != "local") {
-    return Unimplemented("--backend '" + o.backend + "': only 'local' (ranks as threads) exists in this build");
+  const bool device = IsDeviceBackend(o.backend);
+  if (o.backend != "local" && !device) {
+    return InvalidArgument("--backend '" + o.backend + "': one of local (ranks as threads), nccl (one GPU per rank), "
+                           "rank-order (ranks sharing GPU 0)");
   }
-  if (o.dtype != "float") return Unimplemented("-d '" + o.dtype + "': the local backend reduces float only");
-  if (o.op != "sum") return Unimplemented("-o '" + o.op + "': the local backend supports sum only");
+  if (device && c != Collective::kAllReduce && c != Collective::kAllGather) {
+    return Unimplemented("--backend " + o.backend + " runs all_reduce and all_gather (the decoder's collectives)");
+  }
+  if (device && !o.peer.empty()) return InvalidArgument("--peer mpi compares with the local backend only");
+  if (o.dtype != "float") return Unimplemented("-d '" + o.dtype + "': bench-comm reduces float only");
+  if (o.op != "sum") return Unimplemented("-o '" + o.op + "': bench-comm supports sum only");
   if (o.ranks < 1 || o.ranks > 64) return InvalidArgument("--ranks must be 1..64");
   if (o.min_bytes < 4 || o.max_bytes < o.min_bytes) return InvalidArgument("-b / -e: need 4 <= -b <= -e");
   if (o.step_bytes == 0 && o.step_factor <= 1) return InvalidArgument("-f must be > 1");
@@ -163,18 +190,33 @@ Result<CommBenchReport> RunCommBench(const CommBenchOptions& o) {
   CommBenchReport report;
   report.collective = c;
   report.ranks = o.ranks;
+  report.backend = o.backend;
   const double factor = BusBandwidthFactor(c, o.ranks);
-  std::vector<std::pair<double, double>> samples;
+  std::vector<size_t> counts;
   for (size_t bytes = o.min_bytes; bytes <= o.max_bytes;
        bytes = o.step_bytes > 0 ? bytes + o.step_bytes : static_cast<size_t>(std::ceil(bytes * o.step_factor))) {
     const size_t count = CountFor(c, bytes, o.ranks);
-    if (count == 0) continue;
+    if (count > 0) counts.push_back(count);
+  }
+  std::vector<std::pair<double, size_t>> device_times;  // device backends: [oop, ip] per count
+  if (device) {
+    ASSIGN_OR_RETURN(device_times, MeasureOnDevice(o, c, counts, &report.library));
+  }
+  std::vector<std::pair<double, double>> samples;
+  for (size_t point = 0; point < counts.size(); ++point) {
+    const size_t count = counts[point];
     CommBenchRow row;
     row.count = count;
     row.bytes = (c == Collective::kAllGather || c == Collective::kReduceScatter) ? count * o.ranks * sizeof(float)
                                                                                    : count * sizeof(float);
-    ASSIGN_OR_RETURN(auto oop, Measure(o, c, count, false));
-    ASSIGN_OR_RETURN(auto ip, Measure(o, c, count, true));
+    std::pair<double, size_t> oop, ip;
+    if (device) {
+      oop = device_times[2 * point];
+      ip = device_times[2 * point + 1];
+    } else {
+      ASSIGN_OR_RETURN(oop, Measure(o, c, count, false));
+      ASSIGN_OR_RETURN(ip, Measure(o, c, count, true));
+    }
     row.oop_us = oop.first * 1e6;
     row.oop_wrong = oop.second;
     row.ip_us = ip.first * 1e6;
@@ -216,8 +258,11 @@ Result<CommBenchReport> RunCommBench(const CommBenchOptions& o) {
 std::string FormatCommBench(const CommBenchReport& r, const CommBenchOptions& o) {
   std::string out;
   char line[512];
-  std::snprintf(line, sizeof(line), "# tpserve bench-comm: %s, backend local (threads), %d ranks, %d iters, %d warmup, check %d\n#\n",
-                CollectiveName(r.collective).c_str(), r.ranks, o.iters, o.warmup, o.check);
+  const std::string backend = r.backend == "local" ? "local (threads)"
+                              : r.backend == "nccl" ? r.library + ", one GPU per rank"
+                                                    : "rank-order (ranks sharing GPU 0)";
+  std::snprintf(line, sizeof(line), "# tpserve bench-comm: %s, backend %s, %d ranks, %d iters, %d warmup, check %d\n#\n",
+                CollectiveName(r.collective).c_str(), backend.c_str(), r.ranks, o.iters, o.warmup, o.check);
   out += line;
   out += "#                                                              out-of-place                       in-place          \n";
   out += "#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong\n";
@@ -270,7 +315,8 @@ std::string CommBenchJson(const CommBenchReport& r) {
                          {"ratio", r.rows[i].oop_us > 0 ? r.rows[i].peer_us / r.rows[i].oop_us : 0}};
     }
   }
-  nlohmann::json out = {{"collective", CollectiveName(r.collective)}, {"backend", "local"}, {"ranks", r.ranks}, {"rows", rows}};
+  nlohmann::json out = {{"collective", CollectiveName(r.collective)}, {"backend", r.backend}, {"ranks", r.ranks}, {"rows", rows}};
+  if (!r.library.empty()) out["library"] = r.library;
   if (!r.peer.empty()) out["peer"] = {{"name", r.peer}, {"library", r.peer_library}, {"command", r.peer_command}};
   if (r.fitted) {
     out["fit"] = {{"alpha_us", r.fit.alpha_s * 1e6}, {"beta_gb_s", r.fit.beta_bytes_per_s / 1e9},

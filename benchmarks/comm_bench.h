@@ -1,6 +1,7 @@
-// `tpserve bench-comm`: an nccl-tests-compatible sweep of one collective on the in-process
-// backend — same flags (-b -e -f -i -n -w -c -o -d), same columns, same algbw/busbw — plus the
-// α–β fit of comm/cost_model over the sweep.
+// `tpserve bench-comm`: an nccl-tests-compatible sweep of one collective — same flags (-b -e -f -i
+// -n -w -c -o -d), same columns, same algbw/busbw — plus the α–β fit of comm/cost_model over the
+// sweep. Backends: local (the in-process communicator, ranks as threads), and through the CUDA
+// module nccl (one GPU per rank) and rank-order (ranks sharing GPU 0; AllReduce and AllGather).
 #pragma once
 
 #include <string>
@@ -44,6 +45,8 @@ struct CommBenchRow {
 struct CommBenchReport {
   Collective collective = Collective::kAllReduce;
   int ranks = 0;
+  std::string backend = "local";  // local | nccl | rank-order
+  std::string library;            // device backends: "nccl 2.28.3 (NCCL_ALGO=default, ...)", "rank-order"
   std::vector<CommBenchRow> rows;
   AlphaBeta fit;
   bool fitted = false;

@@ -77,6 +77,13 @@ Result<CudaGroup> CreateCudaGroup(const std::string& module_path, const CudaGrou
   return reply;
 }
 
+Result<DeviceCommBenchReply> RunDeviceCommBench(const std::string& module_path, const DeviceCommBenchRequest& request) {
+  ASSIGN_OR_RETURN(void* entry, ModuleEntry(module_path, "tpserve_cuda_comm_bench"));
+  Result<DeviceCommBenchReply> reply = Internal("the CUDA module returned nothing");
+  reinterpret_cast<CudaCommBenchFn>(entry)(&request, &reply);
+  return reply;
+}
+
 Result<double> MeasureCudaReadBandwidth(const std::string& module_path, int device, size_t bytes) {
   ASSIGN_OR_RETURN(void* entry, ModuleEntry(module_path, "tpserve_cuda_read_bandwidth"));
   Result<double> reply = Internal("the CUDA module returned nothing");

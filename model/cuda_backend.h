@@ -72,9 +72,34 @@ Result<CudaGroup> CreateCudaGroup(const std::string& module_path, const CudaGrou
 // the weight-streaming floor of bench-decode --device cuda.
 Result<double> MeasureCudaReadBandwidth(const std::string& module_path, int device, size_t bytes);
 
-// The module's entry points (extern "C"): the ABI version, the group factory, the bandwidth probe.
+// `bench-comm --backend nccl|rank-order`: one collective over device buffers, timed with CUDA
+// events on each rank's stream (one host thread per rank), nccl-tests style.
+struct DeviceCommBenchRequest {
+  std::string backend = "nccl";  // nccl: one GPU per rank; rank-order: every rank on GPU 0
+  bool all_gather = false;       // else AllReduce (sum)
+  int ranks = 1;
+  std::vector<size_t> counts;    // f32 elements per rank's input, one sweep point each
+  int iters = 20;
+  int warmup = 5;
+  bool check = true;
+  std::chrono::milliseconds timeout{60000};  // the rank-order barriers' timeout
+};
+struct DeviceCommBenchRow {
+  size_t count = 0;
+  double oop_s = 0, ip_s = 0;  // mean time per call, averaged over ranks (nccl-tests' default)
+  size_t oop_wrong = 0, ip_wrong = 0;
+};
+struct DeviceCommBenchReply {
+  std::string library;  // "nccl 2.28.3 (NCCL_ALGO=..., NCCL_PROTO=...)" or "rank-order"
+  std::vector<DeviceCommBenchRow> rows;
+};
+Result<DeviceCommBenchReply> RunDeviceCommBench(const std::string& module_path, const DeviceCommBenchRequest& request);
+
+// The module's entry points (extern "C"): the ABI version, the group factory, the bandwidth probe
+// and the collective benchmark.
 using CudaModuleAbiFn = int (*)();
 using CudaCreateGroupFn = void (*)(const CudaGroupRequest* request, Result<CudaGroup>* reply);
 using CudaReadBandwidthFn = void (*)(int device, size_t bytes, Result<double>* reply);
+using CudaCommBenchFn = void (*)(const DeviceCommBenchRequest* request, Result<DeviceCommBenchReply>* reply);
 
 }  // namespace tpserve

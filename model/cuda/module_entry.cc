@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <map>
 
+#include "comm/cuda/device_comm_bench.h"
 #include "comm/cuda/nccl_communicator.h"
 #include "comm/cuda/rank_order_communicator.h"
 #include "kernels/cuda/memory_bandwidth.h"
@@ -103,6 +104,11 @@ __attribute__((visibility("default"))) int tpserve_cuda_abi() { return tpserve::
 __attribute__((visibility("default"))) void tpserve_cuda_create_group(const tpserve::CudaGroupRequest* request,
                                                                       tpserve::Result<tpserve::CudaGroup>* reply) {
   *reply = tpserve::cuda::CreateGroup(*request);
+}
+
+__attribute__((visibility("default"))) void tpserve_cuda_comm_bench(
+    const tpserve::DeviceCommBenchRequest* request, tpserve::Result<tpserve::DeviceCommBenchReply>* reply) {
+  *reply = tpserve::cuda::RunDeviceCommBench(*request);
 }
 
 __attribute__((visibility("default"))) void tpserve_cuda_read_bandwidth(int device, size_t bytes,

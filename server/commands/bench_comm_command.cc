@@ -14,7 +14,8 @@ void AddBenchCommCommand(CLI::App& app, CommandAction* action) {
       "nccl-tests-compatible sweep of one collective (same flags, columns, algbw/busbw), with an\n"
       "alpha-beta fit: the message size below which the collective is latency-bound.");
   cmd->add_option("--collective", o->collective, "all_reduce | all_gather | reduce_scatter | broadcast")->capture_default_str();
-  cmd->add_option("--backend", o->backend, "local (ranks as threads); nccl arrives with the CUDA backend")->capture_default_str();
+  cmd->add_option("--backend", o->backend, "local (ranks as threads), nccl (one GPU per rank, NCCL_ALGO / NCCL_PROTO honoured), "
+                  "rank-order (ranks sharing GPU 0)")->capture_default_str();
   cmd->add_option("--ranks,-g", o->ranks, "Ranks")->capture_default_str();
   cmd->add_option("-b,--minbytes", o->min_bytes, "Smallest size (bytes)")->capture_default_str();
   cmd->add_option("-e,--maxbytes", o->max_bytes, "Largest size (bytes)")->capture_default_str();

@@ -1,4 +1,5 @@
 #include "benchmarks/comm_bench.h"
+#include "kernels/cuda_module.h"
 #include "benchmarks/comm_peer.h"
 
 #include <gtest/gtest.h>
@@ -55,8 +56,23 @@ TEST(CommBench, UnsupportedOptionsAreNamed) {
   o = Small("all_to_all", 2);
   EXPECT_NE(RunCommBench(o).status().message().find("--collective 'all_to_all'"), std::string::npos);
   o = Small("all_reduce", 2);
+  o.backend = "gloo";
+  EXPECT_NE(RunCommBench(o).status().message().find("--backend 'gloo'"), std::string::npos);
+  o = Small("broadcast", 2);
   o.backend = "nccl";
-  EXPECT_NE(RunCommBench(o).status().message().find("--backend 'nccl'"), std::string::npos);
+  EXPECT_NE(RunCommBench(o).status().message().find("all_reduce and all_gather"), std::string::npos);
+}
+
+TEST(CommBench, DeviceBackendsWithoutAUsableGpuSayWhy) {
+  auto probe = ProbeCudaBackend();
+  if (probe.ok()) GTEST_SKIP() << "a GPU is usable here; the device check runs the device backends";
+  for (const char* backend : {"nccl", "rank-order"}) {
+    CommBenchOptions o = Small("all_reduce", 2);
+    o.backend = backend;
+    auto report = RunCommBench(o);
+    ASSERT_FALSE(report.ok()) << backend;
+    EXPECT_EQ(report.status().message(), probe.status().message()) << backend;
+  }
 }
 
 TEST(CommBench, UnknownPeerIsNamed) {

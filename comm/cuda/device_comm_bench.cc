@@ -1,0 +1,176 @@
+#include "comm/cuda/device_comm_bench.h"
+
+#include <cuda_runtime.h>
+
+#include <barrier>
+#include <cstdlib>
+#include <thread>
+
+#include "benchmarks/comm_bench_values.h"
+#include "comm/cuda/nccl_communicator.h"
+#include "comm/cuda/rank_order_communicator.h"
+#include "model/cuda/device_buffer.h"
+
+namespace tpserve::cuda {
+namespace {
+
+// One rank's stream and buffers for the whole sweep (sized for the largest point).
+struct RankState {
+  int rank = 0, device = 0;
+  cudaStream_t stream = nullptr;
+  cudaEvent_t start = nullptr, stop = nullptr;
+  DeviceBuffer send, recv;  // f32: [count] and [count] (AllReduce) or [ranks * count] (AllGather)
+  std::vector<float> host;
+  ~RankState() {
+    if (start != nullptr) cudaEventDestroy(start);
+    if (stop != nullptr) cudaEventDestroy(stop);
+    if (stream != nullptr) cudaStreamDestroy(stream);
+  }
+};
+
+class Sweep {
+ public:
+  Sweep(const DeviceCommBenchRequest& request, std::vector<std::unique_ptr<DeviceCommunicator>> comms,
+        std::vector<int> devices)
+      : request_(request), comms_(std::move(comms)), ranks_(request.ranks), sync_(request.ranks) {
+    for (int r = 0; r < request.ranks; ++r) {
+      ranks_[r].rank = r;
+      ranks_[r].device = devices[r];
+    }
+  }
+
+  Result<DeviceCommBenchRow> Measure(size_t count) {
+    DeviceCommBenchRow row;
+    row.count = count;
+    for (bool in_place : {false, true}) {
+      std::vector<Status> statuses(ranks_.size());
+      std::vector<double> seconds(ranks_.size());
+      std::vector<size_t> wrong(ranks_.size());
+      std::vector<std::thread> threads;
+      for (size_t r = 0; r < ranks_.size(); ++r) {
+        threads.emplace_back([&, r] { statuses[r] = RunRank(ranks_[r], count, in_place, &seconds[r], &wrong[r]); });
+      }
+      for (auto& thread : threads) thread.join();
+      for (const Status& status : statuses) RETURN_IF_ERROR(status);
+      double mean = 0;
+      size_t total_wrong = 0;
+      for (size_t r = 0; r < ranks_.size(); ++r) {
+        mean += seconds[r] / ranks_.size();
+        total_wrong += wrong[r];
+      }
+      (in_place ? row.ip_s : row.oop_s) = mean;
+      (in_place ? row.ip_wrong : row.oop_wrong) = total_wrong;
+    }
+    return row;
+  }
+
+ private:
+  size_t OutputCount(size_t count) const { return request_.all_gather ? count * ranks_.size() : count; }
+
+  // Writes this rank's input where the call reads it: send (out of place), recv (in place).
+  Status Fill(RankState& s, size_t count, bool in_place) {
+    s.host.resize(count);
+    for (size_t i = 0; i < count; ++i) s.host[i] = CommBenchInput(s.rank, i);
+    float* to = in_place ? s.recv.get<float>() + (request_.all_gather ? s.rank * count : 0) : s.send.get<float>();
+    return CudaStatus(cudaMemcpyAsync(to, s.host.data(), count * sizeof(float), cudaMemcpyHostToDevice, s.stream),
+                      "input upload");
+  }
+
+  Status Call(RankState& s, size_t count, bool in_place) {
+    DeviceCommunicator& comm = *comms_[s.rank];
+    float* recv = s.recv.get<float>();
+    if (request_.all_gather) {
+      const float* input = in_place ? recv + s.rank * count : s.send.get<float>();
+      return comm.AllGather(input, recv, count, DeviceDtype::kF32, s.stream);
+    }
+    if (!in_place) {
+      RETURN_IF_ERROR(CudaStatus(
+          cudaMemcpyAsync(recv, s.send.get(), count * sizeof(float), cudaMemcpyDeviceToDevice, s.stream), "copy"));
+    }
+    return comm.AllReduceSum(recv, count, DeviceDtype::kF32, s.stream);
+  }
+
+  size_t CountWrong(RankState& s, size_t count) {
+    std::vector<float> out(OutputCount(count));
+    if (cudaMemcpy(out.data(), s.recv.get(), out.size() * sizeof(float), cudaMemcpyDeviceToHost) != cudaSuccess) {
+      return out.size();
+    }
+    size_t wrong = 0;
+    const int n = static_cast<int>(ranks_.size());
+    for (size_t i = 0; i < out.size(); ++i) {
+      const float want = request_.all_gather ? CommBenchInput(static_cast<int>(i / count), i % count) : CommBenchSum(n, i);
+      wrong += out[i] != want;
+    }
+    return wrong;
+  }
+
+  Status RunRank(RankState& s, size_t count, bool in_place, double* seconds, size_t* wrong) {
+    RETURN_IF_ERROR(CudaStatus(cudaSetDevice(s.device), "cudaSetDevice"));
+    if (s.stream == nullptr) {
+      RETURN_IF_ERROR(CudaStatus(cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking), "stream"));
+      RETURN_IF_ERROR(CudaStatus(cudaEventCreate(&s.start), "event"));
+      RETURN_IF_ERROR(CudaStatus(cudaEventCreate(&s.stop), "event"));
+    }
+    RETURN_IF_ERROR(s.send.Reserve(std::max<size_t>(1, count) * sizeof(float), "send buffer"));
+    RETURN_IF_ERROR(s.recv.Reserve(std::max<size_t>(1, OutputCount(count)) * sizeof(float), "recv buffer"));
+    RETURN_IF_ERROR(Fill(s, count, in_place));
+    for (int i = 0; i < request_.warmup; ++i) RETURN_IF_ERROR(Call(s, count, in_place));
+    RETURN_IF_ERROR(CudaStatus(cudaStreamSynchronize(s.stream), "warm-up"));
+    sync_.arrive_and_wait();  // every rank starts its timed calls together
+    RETURN_IF_ERROR(CudaStatus(cudaEventRecord(s.start, s.stream), "event"));
+    for (int i = 0; i < request_.iters; ++i) RETURN_IF_ERROR(Call(s, count, in_place));  // in place: sums of sums
+    RETURN_IF_ERROR(CudaStatus(cudaEventRecord(s.stop, s.stream), "event"));
+    RETURN_IF_ERROR(CudaStatus(cudaEventSynchronize(s.stop), "timed calls"));
+    float ms = 0;
+    RETURN_IF_ERROR(CudaStatus(cudaEventElapsedTime(&ms, s.start, s.stop), "cudaEventElapsedTime"));
+    *seconds = ms * 1e-3 / std::max(1, request_.iters);
+    if (request_.check) {
+      RETURN_IF_ERROR(Fill(s, count, in_place));
+      RETURN_IF_ERROR(Call(s, count, in_place));
+      RETURN_IF_ERROR(CudaStatus(cudaStreamSynchronize(s.stream), "check"));
+      *wrong = CountWrong(s, count);
+    }
+    return Status::Ok();
+  }
+
+  const DeviceCommBenchRequest& request_;
+  std::vector<std::unique_ptr<DeviceCommunicator>> comms_;
+  std::vector<RankState> ranks_;
+  std::barrier<> sync_;
+};
+
+std::string EnvOr(const char* name, const char* fallback) {
+  const char* value = std::getenv(name);
+  return value != nullptr && *value ? value : fallback;
+}
+
+}  // namespace
+
+Result<DeviceCommBenchReply> RunDeviceCommBench(const DeviceCommBenchRequest& request) {
+  if (request.backend != "nccl" && request.backend != "rank-order") {
+    return InvalidArgument("--backend '" + request.backend + "': the device backends are nccl and rank-order");
+  }
+  const bool share = request.backend == "rank-order";
+  int visible = 0;
+  RETURN_IF_ERROR(CudaStatus(cudaGetDeviceCount(&visible), "cudaGetDeviceCount"));
+  ASSIGN_OR_RETURN(std::vector<int> devices, AssignDevices(request.ranks, visible, share));
+  std::vector<std::unique_ptr<DeviceCommunicator>> comms;
+  if (share) {
+    ASSIGN_OR_RETURN(comms, CreateRankOrderGroup(request.ranks, devices[0], request.timeout));
+  } else {
+    ASSIGN_OR_RETURN(comms, CreateNcclGroup(devices));
+  }
+  DeviceCommBenchReply reply;
+  reply.library = comms[0]->name();
+  if (!share) {
+    reply.library += " (NCCL_ALGO=" + EnvOr("NCCL_ALGO", "default") + ", NCCL_PROTO=" + EnvOr("NCCL_PROTO", "default") + ")";
+  }
+  Sweep sweep(request, std::move(comms), devices);
+  for (size_t count : request.counts) {
+    ASSIGN_OR_RETURN(DeviceCommBenchRow row, sweep.Measure(count));
+    reply.rows.push_back(row);
+  }
+  return reply;
+}
+
+}  // namespace tpserve::cuda
