@@ -23,6 +23,7 @@ struct DecodeBenchOptions {
   int decode_steps = 32;
   int threads = 0;  // 0: every core
   DeviceKind device = DeviceKind::kCpu;  // resolved (never auto)
+  bool share_gpu = false;                // CUDA: every rank on GPU 0 (TP > 1 on a one-GPU machine)
   std::vector<cpu::LinearKernel> kernels = {cpu::BestLinearKernel()};  // compared in one run
   bool json = false;
   std::string plot;            // --plot FILE.svg|png

@@ -27,6 +27,17 @@ __attribute__((visibility("default"))) int tpserve_cuda_probe(char* report, int 
                              props.major, props.minor, props.totalGlobalMem / 1073741824.0,
                              props.multiProcessorCount);
   }
+  // Which pairs can read each other's memory directly (the one-shot AllReduce needs it), and
+  // CUDA's relative performance rank of the link (lower is faster: NVLink ranks above PCIe).
+  for (int a = 0; a < count && written < capacity; ++a) {
+    for (int b = a + 1; b < count && written < capacity; ++b) {
+      int access = 0, rank = 0;
+      cudaDeviceCanAccessPeer(&access, a, b);
+      cudaDeviceGetP2PAttribute(&rank, cudaDevP2PAttrPerformanceRank, a, b);
+      written += std::snprintf(report + written, capacity - written, "peer cuda:%d <-> cuda:%d: %s (performance rank %d)\n",
+                               a, b, access ? "direct access" : "no direct access", rank);
+    }
+  }
   return count;
 }
 

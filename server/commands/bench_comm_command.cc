@@ -17,10 +17,16 @@ void AddBenchCommCommand(CLI::App& app, CommandAction* action) {
   cmd->add_option("--backend", o->backend, "local (ranks as threads), nccl (one GPU per rank, NCCL_ALGO / NCCL_PROTO honoured), "
                   "rank-order (ranks sharing GPU 0)")->capture_default_str();
   cmd->add_option("--ranks,-g", o->ranks, "Ranks")->capture_default_str();
-  cmd->add_option("-b,--minbytes", o->min_bytes, "Smallest size (bytes)")->capture_default_str();
-  cmd->add_option("-e,--maxbytes", o->max_bytes, "Largest size (bytes)")->capture_default_str();
+  // Sizes take nccl-tests' suffixes: 8, 1K, 64M, 1G (K = 1024).
+  cmd->add_option("-b,--minbytes", o->min_bytes, "Smallest size (bytes; K, M, G suffixes)")
+      ->transform(CLI::AsSizeValue(false))
+      ->capture_default_str();
+  cmd->add_option("-e,--maxbytes", o->max_bytes, "Largest size (bytes; K, M, G suffixes)")
+      ->transform(CLI::AsSizeValue(false))
+      ->capture_default_str();
   cmd->add_option("-f,--stepfactor", o->step_factor, "Multiply the size by this each step")->capture_default_str();
-  cmd->add_option("-i,--stepbytes", o->step_bytes, "Add this many bytes each step (overrides -f)");
+  cmd->add_option("-i,--stepbytes", o->step_bytes, "Add this many bytes each step (overrides -f)")
+      ->transform(CLI::AsSizeValue(false));
   cmd->add_option("-n,--iters", o->iters, "Timed iterations per size")->capture_default_str();
   cmd->add_option("-w,--warmup_iters", o->warmup, "Warm-up iterations per size")->capture_default_str();
   cmd->add_option("-c,--check", o->check, "Check results (#wrong)")->capture_default_str();

@@ -22,6 +22,8 @@ void AddBenchDecodeCommand(CLI::App& app, CommandAction* action) {
   cmd->add_option("--steps", options->decode_steps, "Decode steps per point (median reported)")->capture_default_str();
   cmd->add_option("--threads", options->threads, "Compute threads in all (0: every core)")->capture_default_str();
   AddDeviceFlag(cmd, &options->device);
+  cmd->add_flag("--share-gpu", options->share_gpu,
+                "CUDA, for testing: every rank on the first visible GPU (rank-order communicator)");
   cmd->add_option_function<std::vector<std::string>>(
          "--linear-kernel",
          [options](const std::vector<std::string>& names) {
