@@ -32,6 +32,7 @@ struct CudaGroupOptions {
   int64_t kv_cache_bytes = 0;   // > 0: this many bytes of KV cache, all ranks together
   double gpu_memory_utilization = 0.9;  // otherwise: this share of each GPU's memory, weights included
   bool trace = true;            // CUDA events around every op (off: only the step's total)
+  bool return_logits = true;    // false: skip the logits copy when every row is sampled on the GPU
   int max_tokens_per_step = 8192;       // the GEMM algorithms are chosen for 1..this many tokens
   std::chrono::milliseconds collective_timeout{60000};  // a rank stalled longer fails the step
 };

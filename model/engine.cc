@@ -110,6 +110,7 @@ Status Engine::CreateCudaRanks(const ModelDirectory& model) {
       .kv_cache_bytes = static_cast<int64_t>(options.kv_cache_mb) << 20,
       .gpu_memory_utilization = options.gpu_memory_utilization,
       .trace = options.trace,
+      .return_logits = options.return_logits,
       .collective_timeout = std::chrono::milliseconds(options.collective_timeout_ms)};
   request.load_rank = [&](int r) -> Result<RankWeights> {
     ASSIGN_OR_RETURN(RankWeights weights, LoadRankWeights(model.checkpoint, config_, r, options.tp));
@@ -176,9 +177,23 @@ Status Engine::SampleRows(const StepPlan& plan, StepResult* result) {
                     " logit rows for " + std::to_string(rows.size()) + " sequences that want a token");
   }
   const int vocab = config_.vocab_size;
+  const std::span<const int32_t> device_tokens = ranks_[0]->decoder->device_tokens();
+  if (!device_tokens.empty() && device_tokens.size() != rows.size()) {
+    return Internal("rank 0 sampled " + std::to_string(device_tokens.size()) + " rows of " + std::to_string(rows.size()));
+  }
+  for (size_t row = 0; row < rows.size(); ++row) {
+    if (result->logits.empty() && (device_tokens.empty() || device_tokens[row] < 0)) {
+      return Internal("step " + std::to_string(plan.step_id) + ": row " + std::to_string(row) +
+                      " needs host sampling but rank 0 returned no logits");
+    }
+  }
   result->tokens.resize(rows.size());
   sampling_pool_.ParallelFor(rows.size(), 1, [&](size_t begin, size_t end) {
     for (size_t row = begin; row < end; ++row) {
+      if (!device_tokens.empty() && device_tokens[row] >= 0) {  // sampled on the device: greedy, no logprobs
+        result->tokens[row] = SampledToken{.id = device_tokens[row]};
+        continue;
+      }
       const SequencePlan& seq = *rows[row];
       const std::vector<int32_t> banned = BannedTokens(seq.sampling, config_.eos_token_ids, seq.sampled_tokens);
       result->tokens[row] = SampleToken(result->logits.subspan(row * vocab, vocab), seq.sampling, banned,
@@ -236,9 +251,13 @@ Result<StepResult> Engine::Step(const StepPlan& plan) {
   // Drop the vocabulary padding: [rows, vocab_padded] -> [rows, vocab_size].
   const std::vector<float>& padded = ranks_[0]->logits;
   const int vocab_padded = ranks_[0]->decoder->shape().vocab_padded;
-  result.logit_rows = vocab_padded ? static_cast<int>(padded.size() / vocab_padded) : 0;
-  if (vocab_padded == config_.vocab_size) {
-    result.logits = padded;  // no padding: lend rank 0's buffer
+  for (const SequencePlan& seq : plan.sequences) result.logit_rows += seq.want_logits ? 1 : 0;
+  if (!padded.empty() && padded.size() != static_cast<size_t>(result.logit_rows) * vocab_padded) {
+    return Internal("rank 0 returned " + std::to_string(padded.size()) + " logits for " +
+                    std::to_string(result.logit_rows) + " rows of " + std::to_string(vocab_padded));
+  }
+  if (padded.empty() || vocab_padded == config_.vocab_size) {
+    result.logits = padded;  // no padding (or no logits): lend rank 0's buffer
   } else {
     unpadded_logits_.resize(static_cast<size_t>(result.logit_rows) * config_.vocab_size);
     for (int row = 0; row < result.logit_rows; ++row) {

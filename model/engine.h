@@ -33,6 +33,9 @@ struct EngineOptions {
   bool share_gpu = false;               // CUDA: every rank on one GPU (tests; rank-order sums)
   int collective_timeout_ms = 60000;    // CUDA: a step that has not finished by then fails
   bool trace = true;       // per-op timing in every step's trace
+  // StepResult::logits for every row (tests, tools). false lets a backend that samples on the
+  // device (CUDA: greedy rows without logprobs) skip copying the logits back.
+  bool return_logits = true;
   cpu::LinearKernel linear_kernel = cpu::BestLinearKernel();  // one kernel for every step
   int skip_mlp_allreduce_layer = -1;  // fault injection for tests
   int64_t fail_at_step = -1;          // fault injection for tests: every rank fails step N

@@ -4,6 +4,7 @@
 // trace format are the same above it. No CUDA headers here.
 #pragma once
 
+#include <span>
 #include <vector>
 
 #include "common/status.h"
@@ -16,10 +17,15 @@ class RankDecoder {
  public:
   virtual ~RankDecoder() = default;
 
-  // Runs the plan on this rank, on the engine's thread for this rank. On return `logits` holds
-  // [rows, vocab_padded] f32 for the sequences that want logits, in plan order (every rank gets
-  // them); pass the same vector every step so its memory is reused. `trace` gets this rank's ops.
+  // Runs the plan on this rank, on the engine's thread for this rank. On return rank 0's `logits`
+  // holds [rows, vocab_padded] f32 for the sequences that want logits, in plan order — or nothing,
+  // when every row was sampled on the device (device_tokens) and logits were not asked for; pass
+  // the same vector every step so its memory is reused. `trace` gets this rank's ops.
   virtual Status Forward(const StepPlan& plan, std::vector<float>* logits, RankTrace* trace) = 0;
+
+  // After Forward, on rank 0: one token per logit row that the backend sampled itself (-1: the
+  // engine samples that row on the host from the logits); empty when it samples nothing.
+  virtual std::span<const int32_t> device_tokens() const { return {}; }
 
   virtual const RankShape& shape() const = 0;
 

@@ -10,6 +10,7 @@
 
 #include "kernels/cuda/attention.h"
 #include "kernels/cuda/ops.h"
+#include "kernels/cuda/sampling.h"
 #include "model/decoder.h"
 #include "model/packed_step.h"
 
@@ -40,6 +41,8 @@ struct CudaDecoder::Activations {
   DeviceBuffer local_logits;   // [R, vocab_local] f32
   DeviceBuffer gathered;       // [tp, R, vocab_local] f32
   PinnedBuffer host_logits;    // the logits rank 0 reads back
+  DeviceBuffer tokens;         // [R] int32: rank 0's greedy picks
+  PinnedBuffer host_tokens;
 };
 
 // Events recorded around each op on the rank's stream, turned into the RankTrace after the step.
@@ -201,6 +204,29 @@ Status CudaDecoder::AllocateKvCache(int num_blocks) {
   return Status::Ok();
 }
 
+bool CudaDecoder::PlanDeviceSampling(const StepPlan& plan, std::vector<int32_t>* ints) {
+  std::vector<int32_t> offsets = {0}, banned_ids;
+  device_tokens_.clear();
+  bool all = true;
+  for (const SequencePlan& seq : plan.sequences) {
+    if (!seq.want_logits) continue;
+    const bool greedy = !(seq.sampling.temperature >= kGreedyTemperature) && seq.sampling.logprobs <= 0;
+    all = all && greedy;
+    device_tokens_.push_back(greedy ? 0 : -1);  // filled in after the step
+    // SampleToken's bans: in-vocabulary ids, ignored when they cover the whole vocabulary.
+    std::vector<int32_t> banned = BannedTokens(seq.sampling, config_.eos_token_ids, seq.sampled_tokens);
+    std::erase_if(banned, [&](int32_t id) { return id < 0 || id >= config_.vocab_size; });
+    std::sort(banned.begin(), banned.end());
+    banned.erase(std::unique(banned.begin(), banned.end()), banned.end());
+    if (static_cast<int>(banned.size()) == config_.vocab_size) banned.clear();
+    banned_ids.insert(banned_ids.end(), banned.begin(), banned.end());
+    offsets.push_back(static_cast<int32_t>(banned_ids.size()));
+  }
+  ints->insert(ints->end(), offsets.begin(), offsets.end());
+  ints->insert(ints->end(), banned_ids.begin(), banned_ids.end());
+  return all;
+}
+
 Status CudaDecoder::WaitForStream() {
   auto stream = static_cast<cudaStream_t>(stream_);
   RETURN_IF_ERROR(CudaStatus(cudaEventRecord(finished_, stream), "cudaEventRecord"));
@@ -274,8 +300,10 @@ Status CudaDecoder::Forward(const StepPlan& plan, std::vector<float>* logits, Ra
   RETURN_IF_ERROR(a.local_logits.Reserve(f32 * std::max(R, 1) * s.vocab, "logits"));
   RETURN_IF_ERROR(a.gathered.Reserve(f32 * s.tp * std::max(R, 1) * s.vocab, "logits"));
 
-  // The step's arrays in one host-to-device copy.
-  const std::vector<int32_t> ints = packed.Concatenated();
+  // The step's arrays in one host-to-device copy (rank 0 adds its sampling bans).
+  std::vector<int32_t> ints = packed.Concatenated();
+  const bool rank0 = s.rank == 0;
+  const bool all_on_device = rank0 && PlanDeviceSampling(plan, &ints);
   RETURN_IF_ERROR(a.staged_ints.Reserve(ints.size() * sizeof(int32_t), "step arrays"));
   RETURN_IF_ERROR(a.step_ints.Reserve(std::max<size_t>(1, ints.size()) * sizeof(int32_t), "step arrays"));
   std::memcpy(a.staged_ints.get(), ints.data(), ints.size() * sizeof(int32_t));
@@ -288,6 +316,8 @@ Status CudaDecoder::Forward(const StepPlan& plan, std::vector<float>* logits, Ra
   const int32_t* token_sequence = slots + T;
   const int32_t* block_tables = token_sequence + T + (S + 1) + S;  // past query_start and context_lengths
   const int32_t* logit_tokens = block_tables + static_cast<size_t>(S) * W;
+  const int32_t* banned_offsets = logit_tokens + R;  // rank 0: [R + 1], then the banned ids
+  const int32_t* banned_ids = banned_offsets + R + 1;
 
   float* x = a.x.get<float>();
   float* normed = a.normed.get<float>();
@@ -395,8 +425,19 @@ Status CudaDecoder::Forward(const StepPlan& plan, std::vector<float>* logits, Ra
     result = a.gathered.get<float>();
   }
   const size_t result_bytes = local_count * s.tp * f32;
-  const bool returns_logits = s.rank == 0;
-  if (returns_logits) {
+  const bool copy_logits = rank0 && (options_.return_logits || !all_on_device);
+  if (rank0) {
+    RETURN_IF_ERROR(a.tokens.Reserve(sizeof(int32_t) * std::max(R, 1), "sampled tokens"));
+    RETURN_IF_ERROR(a.host_tokens.Reserve(sizeof(int32_t) * std::max(R, 1), "sampled tokens"));
+    GreedyArgs greedy{.logits = result, .rows = R, .tp = s.tp, .vocab_local = s.vocab,
+                      .vocab_size = config_.vocab_size, .banned_offsets = banned_offsets,
+                      .banned_ids = banned_ids, .out = a.tokens.get<int32_t>()};
+    RETURN_IF_ERROR(GreedySample(greedy, stream));
+    RETURN_IF_ERROR(CudaStatus(cudaMemcpyAsync(a.host_tokens.get(), a.tokens.get(), sizeof(int32_t) * R,
+                                               cudaMemcpyDeviceToHost, stream),
+                               "sampled tokens download"));
+  }
+  if (copy_logits) {
     RETURN_IF_ERROR(a.host_logits.Reserve(std::max<size_t>(result_bytes, 1), "logits"));
     RETURN_IF_ERROR(CudaStatus(cudaMemcpyAsync(a.host_logits.get(), result, result_bytes, cudaMemcpyDeviceToHost, stream),
                                "logits download"));
@@ -404,7 +445,12 @@ Status CudaDecoder::Forward(const StepPlan& plan, std::vector<float>* logits, Ra
   RETURN_IF_ERROR(tl.End(stream));
   RETURN_IF_ERROR(WaitForStream());
 
-  if (returns_logits) {
+  if (rank0) {
+    for (int row = 0; row < R; ++row) {
+      if (device_tokens_[row] >= 0) device_tokens_[row] = a.host_tokens.get<int32_t>()[row];
+    }
+  }
+  if (copy_logits) {
     // [tp, R, vocab_local] -> [R, vocab_padded]
     const float* host = a.host_logits.get<float>();
     logits->resize(static_cast<size_t>(R) * s.vocab_padded);

@@ -22,6 +22,7 @@ struct CudaRankOptions {
   int block_size = 16;
   bool trace = true;
   int max_tokens = 8192;
+  bool return_logits = true;  // false: no logits copy when every row is sampled on the device
   std::chrono::milliseconds wait_timeout{60000};  // a step that does not finish by then fails
 };
 
@@ -42,6 +43,7 @@ class CudaDecoder final : public RankDecoder {
   Status Forward(const StepPlan& plan, std::vector<float>* logits, RankTrace* trace) override;
   const RankShape& shape() const override { return shape_; }
   void set_trace(bool on) override;
+  std::span<const int32_t> device_tokens() const override { return device_tokens_; }
 
  private:
   struct Layer {
@@ -56,6 +58,9 @@ class CudaDecoder final : public RankDecoder {
   Status Upload(const RankWeights& weights);
   // Waits for the stream, watching the communicator and the deadline.
   Status WaitForStream();
+  // Rank 0's greedy picks for the rows that allow them, appended to the step's int32 arrays:
+  // [rows + 1] offsets, then the banned ids. Returns whether every row is sampled on the device.
+  bool PlanDeviceSampling(const StepPlan& plan, std::vector<int32_t>* ints);
 
   const ModelConfig& config_;
   RankShape shape_;
@@ -69,6 +74,7 @@ class CudaDecoder final : public RankDecoder {
   std::vector<Layer> layers_;
   int kv_blocks_ = 0;
   size_t weight_bytes_ = 0;
+  std::vector<int32_t> device_tokens_;  // rank 0: [logit rows], -1 where the host samples
   std::unique_ptr<Activations> act_;
   std::unique_ptr<Timeline> timeline_;
 };

@@ -53,6 +53,7 @@ Result<CudaGroup> CreateGroup(const CudaGroupRequest& request) {
                                        .block_size = options.block_size,
                                        .trace = options.trace,
                                        .max_tokens = options.max_tokens_per_step,
+                                       .return_logits = options.return_logits,
                                        .wait_timeout = options.collective_timeout};
     ASSIGN_OR_RETURN(auto decoder, CudaDecoder::Create(config, weights, std::move(comms[r]), rank_options));
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

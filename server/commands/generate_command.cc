@@ -175,6 +175,7 @@ void AddDeviceFlag(CLI::App* cmd, DeviceKind* device) {
 }
 
 void AddEngineFlags(CLI::App* cmd, EngineOptions* engine) {
+  engine->return_logits = false;  // the commands use the sampled tokens only
   AddDeviceFlag(cmd, &engine->device);
   cmd->add_option("--tp", engine->tp, "Tensor-parallel degree (ranks)")->capture_default_str();
   cmd->add_option("--threads", engine->threads,

@@ -26,9 +26,9 @@ constexpr double kLogitTolerance = 0.02;
     if (!probe.ok()) GTEST_SKIP() << "no usable GPU: " << probe.status().message();         \
   } while (0)
 
-std::unique_ptr<Engine> MakeCudaEngine(int tp, bool share_gpu = false) {
+std::unique_ptr<Engine> MakeCudaEngine(int tp, bool share_gpu = false, bool return_logits = true) {
   EngineOptions options{.device = DeviceKind::kCuda, .tp = tp, .block_size = 4, .kv_cache_blocks = 512,
-                        .share_gpu = share_gpu};
+                        .share_gpu = share_gpu, .return_logits = return_logits};
   auto engine = Engine::Create(testing::TinyModel(), options);
   EXPECT_TRUE(engine.ok()) << engine.status().ToString();
   return engine.ok() ? std::move(engine).value() : nullptr;
@@ -172,6 +172,68 @@ TEST(CudaEngine, ASequencesLogitsDoNotDependOnItsBatch) {
     const std::vector<float> row(result->logits.begin() + vocab, result->logits.begin() + 2 * vocab);
     EXPECT_EQ(row, alone[step]) << "step " << step;  // bitwise
   }
+}
+
+// Greedy rows are sampled on the GPU; the host sampler, given the same logits, must pick the same
+// token, bans included (stop ids before min_tokens). Rows with a temperature are the host's.
+TEST(CudaEngine, DeviceGreedyPicksWhatTheHostSamplerPicksFromTheSameLogits) {
+  SKIP_WITHOUT_GPU();
+  for (int tp : {1, 2}) {
+    auto gpu = MakeCudaEngine(tp, /*share_gpu=*/tp > 1);
+    ASSERT_NE(gpu, nullptr);
+    const auto& prompt = Prompts()[0];
+    const int greedy = testing::Argmax(testing::RunForced(*gpu, prompt, {}).back());
+    std::vector<SequencePlan> seqs(3);
+    for (int i = 0; i < 3; ++i) {
+      seqs[i] = SequencePlan{.sequence_id = i, .tokens = prompt, .start_position = 0,
+                             .block_table = testing::AllocateBlocks(*gpu, static_cast<int>(prompt.size()))};
+    }
+    seqs[1].sampling.stop_token_ids = {greedy};  // banned: one token generated, min_tokens 2
+    seqs[1].sampling.min_tokens = 2;
+    seqs[1].sampled_tokens = 1;
+    seqs[2].sampling.temperature = 0.8f;
+    seqs[2].sampling.seed = 3;
+    auto result = gpu->Step(StepPlan{.step_id = 1, .sequences = seqs});
+    ASSERT_TRUE(result.ok()) << result.status().ToString();
+    ASSERT_EQ(result->tokens.size(), 3u);
+    const int vocab = gpu->config().vocab_size;
+    EXPECT_EQ(result->tokens[0].id, greedy) << "TP=" << tp;
+    EXPECT_NE(result->tokens[1].id, greedy) << "TP=" << tp;
+    for (int row = 0; row < 3; ++row) {
+      const SequencePlan& seq = seqs[row];
+      const auto banned = BannedTokens(seq.sampling, gpu->config().eos_token_ids, seq.sampled_tokens);
+      const SampledToken host =
+          SampleToken(result->logits.subspan(static_cast<size_t>(row) * vocab, vocab), seq.sampling, banned,
+                      static_cast<uint64_t>(seq.sampled_tokens));
+      EXPECT_EQ(result->tokens[row].id, host.id) << "TP=" << tp << " row " << row;
+    }
+  }
+}
+
+// Serving does not ask for logits: greedy steps then copy only the tokens back, and decode the
+// same text as the engine that returns logits.
+TEST(CudaEngine, WithoutLogitsGreedyStepsGiveTheSameTokens) {
+  SKIP_WITHOUT_GPU();
+  auto with_logits = MakeCudaEngine(1);
+  auto without = MakeCudaEngine(1, false, /*return_logits=*/false);
+  ASSERT_NE(with_logits, nullptr);
+  ASSERT_NE(without, nullptr);
+  std::vector<int32_t> tokens[2];
+  Engine* engines[2] = {with_logits.get(), without.get()};
+  for (int e = 0; e < 2; ++e) {
+    const auto& prompt = Prompts()[3];
+    SequencePlan seq{.sequence_id = 1, .tokens = prompt, .start_position = 0,
+                     .block_table = testing::AllocateBlocks(*engines[e], static_cast<int>(prompt.size()) + 16)};
+    for (int step = 0; step < 16; ++step) {
+      auto result = engines[e]->Step(StepPlan{.step_id = step, .sequences = {seq}});
+      ASSERT_TRUE(result.ok()) << result.status().ToString();
+      EXPECT_EQ(result->logits.empty(), e == 1) << "step " << step;
+      tokens[e].push_back(result->tokens[0].id);
+      seq.start_position += static_cast<int32_t>(seq.tokens.size());
+      seq.tokens = {result->tokens[0].id};
+    }
+  }
+  EXPECT_EQ(tokens[0], tokens[1]);
 }
 
 }  // namespace
