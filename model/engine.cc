@@ -29,7 +29,8 @@ Engine::Engine(const ModelConfig& config, const EngineOptions& options)
     : config_(config),
       options_(options),
       sampling_pool_(static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, 8u)),
-                     /*spin_iterations=*/0) {}
+                     /*spin_iterations=*/0),
+      ranks_trace_(options.trace) {}
 
 Result<std::unique_ptr<Engine>> Engine::Create(const ModelDirectory& model,
                                                const EngineOptions& options) {
@@ -142,7 +143,7 @@ Engine::~Engine() {
 }
 
 void Engine::set_trace(bool on) {
-  for (auto& rank : ranks_) rank->decoder->set_trace(on);
+  options_.trace = on;
 }
 
 void Engine::RankLoop(int r) {
@@ -226,6 +227,13 @@ Result<StepResult> Engine::Step(const StepPlan& plan) {
       }
     }
   }
+  // Per-op timing in this step? (Told to the ranks while they wait, only when it changes.)
+  const bool per_op = options_.trace && (options_.trace_every <= 1 || steps_run_ % options_.trace_every == 0);
+  ++steps_run_;
+  if (per_op != ranks_trace_) {
+    for (auto& rank : ranks_) rank->decoder->set_trace(per_op);
+    ranks_trace_ = per_op;
+  }
   const auto start = std::chrono::steady_clock::now();
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -244,6 +252,7 @@ Result<StepResult> Engine::Step(const StepPlan& plan) {
   StepTrace& trace = result.trace;
   trace.step_id = plan.step_id;
   trace.batch_size = static_cast<int>(plan.sequences.size());
+  trace.per_op = per_op;
   for (const SequencePlan& seq : plan.sequences) {
     (seq.tokens.size() == 1 ? trace.decode_tokens : trace.prefill_tokens) += static_cast<int>(seq.tokens.size());
   }

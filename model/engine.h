@@ -32,7 +32,8 @@ struct EngineOptions {
   double gpu_memory_utilization = 0.9;  // CUDA: share of each GPU's memory tpserve may fill
   bool share_gpu = false;               // CUDA: every rank on one GPU (tests; rank-order sums)
   int collective_timeout_ms = 60000;    // CUDA: a step that has not finished by then fails
-  bool trace = true;       // per-op timing in every step's trace
+  bool trace = true;       // per-op timing in the step trace
+  int trace_every = 1;     // with trace: per-op timing in every Nth step only (the others: totals)
   // StepResult::logits for every row (tests, tools). false lets a backend that samples on the
   // device (CUDA: greedy rows without logprobs) skip copying the logits back.
   bool return_logits = true;
@@ -90,6 +91,8 @@ class Engine {
   const StepPlan* plan_ = nullptr;
   uint64_t generation_ = 0;
   int finished_ = 0;
+  uint64_t steps_run_ = 0;
+  bool ranks_trace_ = true;  // what the ranks were last told (set_trace)
   bool stop_ = false;
 };
 

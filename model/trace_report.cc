@@ -36,8 +36,10 @@ TraceSummary Summarize(const std::vector<StepTrace>& steps) {
     s.decode_tokens += step.decode_tokens;
     decode_wall_ns += step.step_ns;
     const RankTrace& slowest = step.ranks[step.SlowestRank()];
-    comm_ns += slowest.CommNs();
-    forward_ns += slowest.total_ns;
+    if (step.per_op) {  // the comm share from the steps that timed their collectives
+      comm_ns += slowest.CommNs();
+      forward_ns += slowest.total_ns;
+    }
     host_ns += step.HostNs();
   }
   s.decode_s = decode_wall_ns * 1e-9;
@@ -56,7 +58,7 @@ std::string FormatProfile(const std::vector<StepTrace>& steps) {
   int64_t total_ns = 0;
   int batch = 0;
   for (const StepTrace& step : steps) {
-    if (!IsDecodeOnly(step)) continue;
+    if (!IsDecodeOnly(step) || !step.per_op) continue;
     batch = std::max(batch, step.batch_size);
     const RankTrace& slowest = step.ranks[step.SlowestRank()];
     total_ns += slowest.total_ns;

@@ -222,8 +222,10 @@ void EngineLoop::Step() {
   const RankTrace& slowest = trace.ranks[trace.SlowestRank()];
   const double compute_s = slowest.ComputeNs() * 1e-9, comm_s = slowest.CommNs() * 1e-9;
   metrics_->steps++;
-  metrics_->step_compute.Observe(compute_s);
-  metrics_->step_comm.Observe(comm_s);
+  if (trace.per_op) {  // steps without per-op timing (--trace-every) know only their totals
+    metrics_->step_compute.Observe(compute_s);
+    metrics_->step_comm.Observe(comm_s);
+  }
   metrics_->step_host.Observe(trace.HostNs() * 1e-9);
   uint64_t seen = metrics_->max_batch_seen.load();
   while (static_cast<uint64_t>(trace.batch_size) > seen &&

@@ -182,6 +182,10 @@ void AddEngineFlags(CLI::App* cmd, EngineOptions* engine) {
                   "Compute threads in all, shared out among ranks (0: every core)")
       ->capture_default_str();
   cmd->add_option("--block-size", engine->block_size, "Tokens per KV-cache block")->capture_default_str();
+  cmd->add_option("--trace-every", engine->trace_every,
+                  "Time every op of every Nth step only (the step trace's other steps keep their totals)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   cmd->add_option("--kv-cache-mb", engine->kv_cache_mb,
                   "KV cache size in MiB, all ranks (default: 256 on the CPU; on CUDA what "
                   "--gpu-memory-utilization leaves)")

@@ -185,3 +185,36 @@ TEST(Engine, BadPlansFailAloneAndTheEngineKeepsWorking) {
 
 }  // namespace
 }  // namespace tpserve
+
+namespace tpserve {
+namespace {
+
+// --trace-every N: every Nth step times each op; the others keep only their totals and say so.
+TEST(Engine, TraceEveryNthStepTimesTheOpsOfThoseStepsOnly) {
+  EngineOptions options{.tp = 2, .threads = 2, .block_size = 4, .kv_cache_mb = 16, .trace_every = 3};
+  auto engine = Engine::Create(testing::TinyModel(), options);
+  ASSERT_TRUE(engine.ok()) << engine.status().ToString();
+  SequencePlan seq{.sequence_id = 1, .tokens = {128000, 791}, .start_position = 0,
+                   .block_table = testing::AllocateBlocks(**engine, 12)};
+  for (int step = 0; step < 7; ++step) {
+    auto result = (*engine)->Step(StepPlan{.step_id = step, .sequences = {seq}});
+    ASSERT_TRUE(result.ok()) << result.status().ToString();
+    const bool timed = step % 3 == 0;
+    EXPECT_EQ(result->trace.per_op, timed) << "step " << step;
+    for (const RankTrace& rank : result->trace.ranks) {
+      EXPECT_EQ(rank.ops.empty(), !timed) << "step " << step << " rank " << rank.rank;
+      EXPECT_GT(rank.total_ns, 0) << "step " << step;
+    }
+    seq.start_position += static_cast<int32_t>(seq.tokens.size());
+    seq.tokens = {result->tokens[0].id};
+  }
+  // Turned off, no step times its ops.
+  (*engine)->set_trace(false);
+  auto result = (*engine)->Step(StepPlan{.step_id = 7, .sequences = {seq}});
+  ASSERT_TRUE(result.ok());
+  EXPECT_FALSE(result->trace.per_op);
+  EXPECT_TRUE(result->trace.ranks[0].ops.empty());
+}
+
+}  // namespace
+}  // namespace tpserve
