@@ -80,7 +80,9 @@ Bf16Linear::Bf16Linear(const BlasContext& blas, int out, int in, int max_tokens)
 
 Bf16Linear::~Bf16Linear() = default;
 
-Result<std::unique_ptr<Bf16Linear>> Bf16Linear::Create(const BlasContext& blas, int out, int in, int max_tokens) {
+Result<std::unique_ptr<Bf16Linear>> Bf16Linear::Create(const BlasContext& blas, int out, int in, int max_tokens,
+                                                      GemmSelection selection) {
+  const bool invariant = selection == GemmSelection::kBatchInvariant;
   const std::string shape = "projection [" + std::to_string(out) + ", " + std::to_string(in) + "]";
   if (out < 1 || in < 1 || max_tokens < 1) return InvalidArgument(shape + ": empty shape");
   std::unique_ptr<Bf16Linear> linear(new Bf16Linear(blas, out, in, max_tokens));
@@ -99,8 +101,10 @@ Result<std::unique_ptr<Bf16Linear>> Bf16Linear::Create(const BlasContext& blas, 
   const uint32_t no_reduction = CUBLASLT_REDUCTION_SCHEME_NONE;
   cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace,
                                        sizeof(workspace));
-  cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &no_reduction,
-                                       sizeof(no_reduction));
+  if (invariant) {
+    cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &no_reduction,
+                                         sizeof(no_reduction));
+  }
   ASSIGN_OR_RETURN(auto large, impl.Layouts(in, out, max_tokens));
   ASSIGN_OR_RETURN(auto small, impl.Layouts(in, out, 1));
   std::vector<cublasLtMatmulHeuristicResult_t> picks(16);
@@ -112,18 +116,21 @@ Result<std::unique_ptr<Bf16Linear>> Bf16Linear::Create(const BlasContext& blas, 
   TPS_BLAS(heuristic, shape + ": no cuBLASLt algorithm");
   for (int i = 0; i < returned; ++i) {
     cublasLtMatmulAlgo_t algo = picks[i].algo;
-    if (AlgoConfig<uint32_t>(algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM) > 1) continue;
-    if (AlgoConfig<uint32_t>(algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME) != CUBLASLT_REDUCTION_SCHEME_NONE) continue;
-    cublasLtMatmulHeuristicResult_t check{};
-    if (cublasLtMatmulAlgoCheck(handle, impl.desc, impl.weight, small.first, small.second, small.second, &algo,
-                                &check) != CUBLAS_STATUS_SUCCESS ||
-        check.workspaceSize > workspace) {
-      continue;
+    if (invariant) {
+      if (AlgoConfig<uint32_t>(algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM) > 1) continue;
+      if (AlgoConfig<uint32_t>(algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME) != CUBLASLT_REDUCTION_SCHEME_NONE) continue;
+      cublasLtMatmulHeuristicResult_t check{};
+      if (cublasLtMatmulAlgoCheck(handle, impl.desc, impl.weight, small.first, small.second, small.second, &algo,
+                                  &check) != CUBLAS_STATUS_SUCCESS ||
+          check.workspaceSize > workspace) {
+        continue;
+      }
     }
     impl.algo = algo;
     linear->algorithm_ = "algo " + std::to_string(AlgoConfig<int32_t>(algo, CUBLASLT_ALGO_CONFIG_ID)) + " tile " +
                          std::to_string(AlgoConfig<uint32_t>(algo, CUBLASLT_ALGO_CONFIG_TILE_ID)) + " stages " +
-                         std::to_string(AlgoConfig<uint32_t>(algo, CUBLASLT_ALGO_CONFIG_STAGES_ID));
+                         std::to_string(AlgoConfig<uint32_t>(algo, CUBLASLT_ALGO_CONFIG_STAGES_ID)) + " split-k " +
+                         std::to_string(AlgoConfig<uint32_t>(algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM));
     return Result<std::unique_ptr<Bf16Linear>>(std::move(linear));
   }
   return FailedPrecondition(shape + ": none of cuBLASLt's " + std::to_string(returned) +

@@ -36,11 +36,18 @@ class BlasContext {
   size_t workspace_bytes_ = 0;
 };
 
+// How Bf16Linear chooses its algorithm.
+enum class GemmSelection {
+  kBatchInvariant,  // the first heuristic pick for max_tokens without split-K that also runs at 1 token
+  kHeuristic,       // cuBLASLt's first pick for max_tokens, split-K allowed (bench-only comparison)
+};
+
 class Bf16Linear {
  public:
-  // Chooses the algorithm for a weight [out, in]: the first of cuBLASLt's heuristic picks for
-  // max_tokens that has no split-K and also runs at 1 token. An error names the shape.
-  static Result<std::unique_ptr<Bf16Linear>> Create(const BlasContext& blas, int out, int in, int max_tokens);
+  // Chooses the algorithm for a weight [out, in] (kBatchInvariant for the decoder). An error names
+  // the shape.
+  static Result<std::unique_ptr<Bf16Linear>> Create(const BlasContext& blas, int out, int in, int max_tokens,
+                                                    GemmSelection selection = GemmSelection::kBatchInvariant);
   ~Bf16Linear();
   Bf16Linear(const Bf16Linear&) = delete;
   Bf16Linear& operator=(const Bf16Linear&) = delete;
