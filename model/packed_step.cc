@@ -57,4 +57,26 @@ Result<PackedStep> PackStep(const StepPlan& plan, int block_size) {
   return packed;
 }
 
+bool DeviceSamplingPlan::all_on_device() const {
+  return std::all_of(on_device.begin(), on_device.end(), [](int32_t on) { return on != 0; });
+}
+
+DeviceSamplingPlan PlanDeviceSampling(const StepPlan& plan, std::span<const int> eos_ids, int vocab_size) {
+  DeviceSamplingPlan out;
+  out.banned_offsets.push_back(0);
+  for (const SequencePlan& seq : plan.sequences) {
+    if (!seq.want_logits) continue;
+    const bool greedy = !(seq.sampling.temperature >= kGreedyTemperature);  // NaN too, as SampleToken
+    out.on_device.push_back(greedy && seq.sampling.logprobs <= 0 ? 1 : 0);
+    std::vector<int32_t> banned = BannedTokens(seq.sampling, eos_ids, seq.sampled_tokens);
+    std::erase_if(banned, [&](int32_t id) { return id < 0 || id >= vocab_size; });
+    std::sort(banned.begin(), banned.end());
+    banned.erase(std::unique(banned.begin(), banned.end()), banned.end());
+    if (static_cast<int>(banned.size()) == vocab_size) banned.clear();  // nothing left: ignore the bans
+    out.banned_ids.insert(out.banned_ids.end(), banned.begin(), banned.end());
+    out.banned_offsets.push_back(static_cast<int32_t>(out.banned_ids.size()));
+  }
+  return out;
+}
+
 }  // namespace tpserve

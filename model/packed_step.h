@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "common/status.h"
@@ -33,5 +34,19 @@ struct PackedStep {
 // Checks the plan (tokens present, block tables covering every position, block ids and slots
 // within int32) and packs it. Errors name the sequence.
 Result<PackedStep> PackStep(const StepPlan& plan, int block_size);
+
+// Which logit rows a GPU samples itself (greedy, no logprobs: the rest go to the host sampler), and
+// the ids each row may not pick, flattened for the same copy: SampleToken's bans (stop ids, and eos
+// unless ignore_eos, before min_tokens), kept inside the vocabulary, deduplicated, and dropped when
+// they cover all of it.
+struct DeviceSamplingPlan {
+  std::vector<int32_t> on_device;       // [logit rows] 1: sampled on the device, 0: on the host
+  std::vector<int32_t> banned_offsets;  // [logit rows + 1] row r's bans: banned_ids[offsets[r], offsets[r + 1])
+  std::vector<int32_t> banned_ids;
+
+  bool all_on_device() const;
+};
+
+DeviceSamplingPlan PlanDeviceSampling(const StepPlan& plan, std::span<const int> eos_ids, int vocab_size);
 
 }  // namespace tpserve

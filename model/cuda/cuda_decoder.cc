@@ -204,29 +204,6 @@ Status CudaDecoder::AllocateKvCache(int num_blocks) {
   return Status::Ok();
 }
 
-bool CudaDecoder::PlanDeviceSampling(const StepPlan& plan, std::vector<int32_t>* ints) {
-  std::vector<int32_t> offsets = {0}, banned_ids;
-  device_tokens_.clear();
-  bool all = true;
-  for (const SequencePlan& seq : plan.sequences) {
-    if (!seq.want_logits) continue;
-    const bool greedy = !(seq.sampling.temperature >= kGreedyTemperature) && seq.sampling.logprobs <= 0;
-    all = all && greedy;
-    device_tokens_.push_back(greedy ? 0 : -1);  // filled in after the step
-    // SampleToken's bans: in-vocabulary ids, ignored when they cover the whole vocabulary.
-    std::vector<int32_t> banned = BannedTokens(seq.sampling, config_.eos_token_ids, seq.sampled_tokens);
-    std::erase_if(banned, [&](int32_t id) { return id < 0 || id >= config_.vocab_size; });
-    std::sort(banned.begin(), banned.end());
-    banned.erase(std::unique(banned.begin(), banned.end()), banned.end());
-    if (static_cast<int>(banned.size()) == config_.vocab_size) banned.clear();
-    banned_ids.insert(banned_ids.end(), banned.begin(), banned.end());
-    offsets.push_back(static_cast<int32_t>(banned_ids.size()));
-  }
-  ints->insert(ints->end(), offsets.begin(), offsets.end());
-  ints->insert(ints->end(), banned_ids.begin(), banned_ids.end());
-  return all;
-}
-
 Status CudaDecoder::WaitForStream() {
   auto stream = static_cast<cudaStream_t>(stream_);
   RETURN_IF_ERROR(CudaStatus(cudaEventRecord(finished_, stream), "cudaEventRecord"));
@@ -303,7 +280,15 @@ Status CudaDecoder::Forward(const StepPlan& plan, std::vector<float>* logits, Ra
   // The step's arrays in one host-to-device copy (rank 0 adds its sampling bans).
   std::vector<int32_t> ints = packed.Concatenated();
   const bool rank0 = s.rank == 0;
-  const bool all_on_device = rank0 && PlanDeviceSampling(plan, &ints);
+  bool all_on_device = false;
+  device_tokens_.clear();
+  if (rank0) {
+    const DeviceSamplingPlan sampling = PlanDeviceSampling(plan, config_.eos_token_ids, config_.vocab_size);
+    all_on_device = sampling.all_on_device();
+    for (int32_t on : sampling.on_device) device_tokens_.push_back(on ? 0 : -1);  // filled in after the step
+    ints.insert(ints.end(), sampling.banned_offsets.begin(), sampling.banned_offsets.end());
+    ints.insert(ints.end(), sampling.banned_ids.begin(), sampling.banned_ids.end());
+  }
   RETURN_IF_ERROR(a.staged_ints.Reserve(ints.size() * sizeof(int32_t), "step arrays"));
   RETURN_IF_ERROR(a.step_ints.Reserve(std::max<size_t>(1, ints.size()) * sizeof(int32_t), "step arrays"));
   std::memcpy(a.staged_ints.get(), ints.data(), ints.size() * sizeof(int32_t));

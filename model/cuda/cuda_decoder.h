@@ -58,9 +58,6 @@ class CudaDecoder final : public RankDecoder {
   Status Upload(const RankWeights& weights);
   // Waits for the stream, watching the communicator and the deadline.
   Status WaitForStream();
-  // Rank 0's greedy picks for the rows that allow them, appended to the step's int32 arrays:
-  // [rows + 1] offsets, then the banned ids. Returns whether every row is sampled on the device.
-  bool PlanDeviceSampling(const StepPlan& plan, std::vector<int32_t>* ints);
 
   const ModelConfig& config_;
   RankShape shape_;

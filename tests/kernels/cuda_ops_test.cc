@@ -271,5 +271,76 @@ TEST(CudaOps, PagedAttentionMatchesTheCpuForDecodeAndPrefill) {
   for (size_t i = 0; i < got.size(); ++i) ASSERT_NEAR(got[i], want[i], 2e-5f) << "element " << i;
 }
 
+// The decoder's glue kernels: exact copies (KV write, row gather), the bias add (one f32 add),
+// SiLU·up from the stacked projection rounded to bf16 (as the CPU's SiluMul then F32ToBF16, within
+// one bf16 ulp: expf may differ from std::exp in the last f32 bit), RoPE on strided heads (as
+// ApplyRope on the same heads copied out).
+TEST(CudaOps, TheDecodersGlueKernelsMatchTheirHostDefinitions) {
+  SKIP_WITHOUT_GPU();
+  const int tokens = 5, q_width = 3 * 64, kv_width = 64, stride = q_width + 2 * kv_width, head_dim = 64;
+  const std::vector<float> qkv = Random(static_cast<size_t>(tokens) * stride, 31);
+  const std::vector<int32_t> slots = {9, 0, 4, 13, 2};
+  DeviceBuffer<float> dqkv(qkv), keys{std::vector<float>(16 * kv_width)}, values{std::vector<float>(16 * kv_width)};
+  DeviceBuffer<int32_t> dslots(slots);
+  ASSERT_TRUE(cuda::WriteKv(dqkv.get(), stride, q_width, q_width + kv_width, kv_width, dslots.get(), keys.get(),
+                            values.get(), tokens, nullptr).ok());
+  const std::vector<float> k = keys.Download(), v = values.Download();
+  for (int t = 0; t < tokens; ++t) {
+    for (int i = 0; i < kv_width; ++i) {
+      ASSERT_EQ(k[slots[t] * kv_width + i], qkv[t * stride + q_width + i]);
+      ASSERT_EQ(v[slots[t] * kv_width + i], qkv[t * stride + q_width + kv_width + i]);
+    }
+  }
+  const std::vector<int32_t> rows = {4, 0, 4};
+  DeviceBuffer<int32_t> drows(rows);
+  DeviceBuffer<float> gathered{std::vector<float>(rows.size() * stride)};
+  ASSERT_TRUE(cuda::GatherRows(dqkv.get(), drows.get(), gathered.get(), 3, stride, nullptr).ok());
+  const std::vector<float> g = gathered.Download();
+  for (size_t r = 0; r < rows.size(); ++r) {
+    for (int i = 0; i < stride; ++i) ASSERT_EQ(g[r * stride + i], qkv[rows[r] * stride + i]);
+  }
+
+  const std::vector<float> bias = Random(stride, 32);
+  DeviceBuffer<float> dbias(bias), biased(qkv);
+  ASSERT_TRUE(cuda::AddBias(biased.get(), dbias.get(), tokens, stride, nullptr).ok());
+  const std::vector<float> b = biased.Download();
+  for (size_t i = 0; i < b.size(); ++i) ASSERT_EQ(b[i], qkv[i] + bias[i % stride]);
+
+  const int ffn = 77;
+  const std::vector<float> gate_up = Random(static_cast<size_t>(tokens) * 2 * ffn, 33, 3.0f);
+  DeviceBuffer<float> dgate_up(gate_up);
+  DeviceBuffer<uint16_t> act{std::vector<uint16_t>(static_cast<size_t>(tokens) * ffn)};
+  ASSERT_TRUE(cuda::SiluMulRowsToBf16(dgate_up.get(), act.get(), tokens, ffn, nullptr).ok());
+  const std::vector<uint16_t> a = act.Download();
+  for (int t = 0; t < tokens; ++t) {
+    std::vector<float> want(ffn);
+    cpu::SiluMul(&gate_up[t * 2 * ffn], &gate_up[t * 2 * ffn + ffn], want.data(), ffn);
+    for (int i = 0; i < ffn; ++i) {
+      ASSERT_LE(std::abs(static_cast<int>(a[t * ffn + i]) - static_cast<int>(F32ToBF16(want[i]))), 1)
+          << "token " << t << " element " << i;
+    }
+  }
+
+  // RoPE on the k heads inside the stacked rows equals RoPE on those heads alone.
+  const std::vector<int32_t> positions = {0, 3, 17, 1000, 65535};
+  const std::vector<double> inv_freq = cpu::RopeInverseFrequencies({.head_dim = head_dim, .theta = 10000.0});
+  DeviceBuffer<float> strided(qkv);
+  std::vector<float> k_only(static_cast<size_t>(tokens) * kv_width);
+  for (int t = 0; t < tokens; ++t) {
+    std::copy_n(&qkv[t * stride + q_width], kv_width, &k_only[t * kv_width]);
+  }
+  DeviceBuffer<float> dk(k_only);
+  DeviceBuffer<int32_t> dpositions(positions);
+  DeviceBuffer<double> dinv(inv_freq);
+  ASSERT_TRUE(cuda::ApplyRopeStrided(strided.get(), stride, q_width, dpositions.get(), dinv.get(), tokens, 1,
+                                     head_dim, nullptr).ok());
+  ASSERT_TRUE(cuda::ApplyRope(dk.get(), dpositions.get(), dinv.get(), tokens, 1, head_dim, nullptr).ok());
+  const std::vector<float> rotated = strided.Download(), want_k = dk.Download();
+  for (int t = 0; t < tokens; ++t) {
+    for (int i = 0; i < kv_width; ++i) ASSERT_EQ(rotated[t * stride + q_width + i], want_k[t * kv_width + i]);
+    for (int i = 0; i < q_width; ++i) ASSERT_EQ(rotated[t * stride + i], qkv[t * stride + i]);  // q untouched
+  }
+}
+
 }  // namespace
 }  // namespace tpserve

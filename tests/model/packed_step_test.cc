@@ -60,3 +60,44 @@ TEST(PackedStep, BadPlansAreRefusedNamingTheSequence) {
 
 }  // namespace
 }  // namespace tpserve
+
+namespace tpserve {
+namespace {
+
+SequencePlan Wanting(SamplingParams sampling, int sampled = 0) {
+  return SequencePlan{.sequence_id = 1, .tokens = {5}, .start_position = 0, .block_table = {0},
+                      .want_logits = true, .sampling = std::move(sampling), .sampled_tokens = sampled};
+}
+
+TEST(PlanDeviceSampling, GreedyRowsWithoutLogprobsGoToTheDeviceWithSampleTokensBans) {
+  const std::vector<int> eos = {2, 9};
+  StepPlan plan;
+  plan.sequences.push_back(Wanting({}));                                   // greedy: device, no bans
+  plan.sequences.push_back(Wanting({.temperature = 0.7f}));                // temperature: host
+  plan.sequences.push_back(Wanting({.logprobs = 3}));                      // logprobs: host
+  SequencePlan prefill = Wanting({});
+  prefill.want_logits = false;                                             // no row at all
+  plan.sequences.push_back(prefill);
+  // Before min_tokens: stop ids (duplicated, one outside the vocabulary) and eos, sorted and unique.
+  plan.sequences.push_back(Wanting({.min_tokens = 4, .stop_token_ids = {7, 2, 7, 500}}, /*sampled=*/3));
+  plan.sequences.push_back(Wanting({.min_tokens = 4, .stop_token_ids = {7}}, /*sampled=*/4));  // reached: no bans
+  plan.sequences.push_back(Wanting({.min_tokens = 4, .ignore_eos = true, .stop_token_ids = {7}}));  // eos allowed
+  plan.sequences.push_back(Wanting({.temperature = 1e-6f}));               // below kGreedyTemperature: greedy
+  const DeviceSamplingPlan out = PlanDeviceSampling(plan, eos, /*vocab_size=*/100);
+  EXPECT_EQ(out.on_device, (std::vector<int32_t>{1, 0, 0, 1, 1, 1, 1}));
+  EXPECT_FALSE(out.all_on_device());
+  EXPECT_EQ(out.banned_offsets, (std::vector<int32_t>{0, 0, 0, 0, 3, 3, 4, 4}));
+  EXPECT_EQ(out.banned_ids, (std::vector<int32_t>{2, 7, 9, 7}));
+}
+
+TEST(PlanDeviceSampling, BansThatCoverTheWholeVocabularyAreDropped) {
+  StepPlan plan;
+  plan.sequences.push_back(Wanting({.min_tokens = 1, .stop_token_ids = {0, 1, 2}}));
+  const DeviceSamplingPlan out = PlanDeviceSampling(plan, std::vector<int>{1}, /*vocab_size=*/3);
+  EXPECT_TRUE(out.all_on_device());
+  EXPECT_EQ(out.banned_offsets, (std::vector<int32_t>{0, 0}));
+  EXPECT_TRUE(out.banned_ids.empty());
+}
+
+}  // namespace
+}  // namespace tpserve
