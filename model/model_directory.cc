@@ -130,6 +130,13 @@ Result<ModelDirectory> OpenDummyModel(const ModelSource& source) {
 
 }  // namespace
 
+Result<ModelConfig> ResolveModelShape(const ModelSource& source) {
+  ASSIGN_OR_RETURN(DummyShape shape, ResolveDummyShape(source));
+  if (source.num_layers < 0) return InvalidArgument("--num-layers must be positive");
+  if (source.num_layers > 0) shape.config.num_layers = source.num_layers;
+  return shape.config;
+}
+
 Result<ModelDirectory> OpenModel(const ModelSource& source) {
   if (source.load_format == "auto") return OpenModelDirectory(source.model);
   if (source.load_format == "dummy") return OpenDummyModel(source);

@@ -44,6 +44,10 @@ struct ModelSource {
 // OpenModelDirectory, or the dummy model the source describes (path "dummy:<model>").
 Result<ModelDirectory> OpenModel(const ModelSource& source);
 
+// Only the shape: DIR's config.json, a config.json file, or a known model's name (presets take the
+// vocabulary of source.tokenizer from source.assets_dir), with --num-layers applied. No weights.
+Result<ModelConfig> ResolveModelShape(const ModelSource& source);
+
 // Just DIR/tokenizer.json (DIR may also name the file itself).
 Result<Tokenizer> LoadTokenizer(const std::string& dir_or_file);
 

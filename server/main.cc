@@ -28,6 +28,7 @@ int main(int argc, char** argv) {
   tpserve::AddBenchDecodeCommand(app, &action);
   tpserve::AddBenchCommCommand(app, &action);
   tpserve::AddDevicesCommand(app, &action);
+  tpserve::AddPlanCommand(app, &action);
 
   CLI11_PARSE(app, argc, argv);
   return action ? action() : 1;

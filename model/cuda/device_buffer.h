@@ -3,6 +3,7 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <string>
 #include <utility>
@@ -33,12 +34,14 @@ class DeviceBuffer {
     return *this;
   }
 
-  // At least `bytes` of device memory; `what` names the buffer in the error.
+  // At least `bytes` of device memory; `what` names the buffer in the error. A buffer that grows
+  // takes half as much again, so that slowly growing steps (longer contexts) reallocate rarely.
   Status Reserve(size_t bytes, const std::string& what) {
     if (bytes <= bytes_) return Status::Ok();
+    const size_t grown = bytes_ == 0 ? bytes : std::max(bytes, bytes_ + bytes_ / 2);
     Release();
-    RETURN_IF_ERROR(CudaStatus(cudaMalloc(&data_, bytes), what + " (" + std::to_string(bytes) + " bytes)"));
-    bytes_ = bytes;
+    RETURN_IF_ERROR(CudaStatus(cudaMalloc(&data_, grown), what + " (" + std::to_string(grown) + " bytes)"));
+    bytes_ = grown;
     return Status::Ok();
   }
   // Allocates exactly `bytes` and copies them from the host.

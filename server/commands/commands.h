@@ -21,6 +21,7 @@ void AddDevicesCommand(CLI::App& app, CommandAction* action);
 void AddGenerateCommand(CLI::App& app, CommandAction* action);
 void AddBenchDecodeCommand(CLI::App& app, CommandAction* action);
 void AddBenchCommCommand(CLI::App& app, CommandAction* action);
+void AddPlanCommand(CLI::App& app, CommandAction* action);
 #if defined(TPSERVE_WITH_GRPC)
 void AddServeCommand(CLI::App& app, CommandAction* action);
 void AddClientCommand(CLI::App& app, CommandAction* action);

@@ -1,0 +1,35 @@
+// How long one collective takes on a profile's fabric: NCCL's own tuning model (NCCL 2.20.3,
+// src/graph/tuning.cc) — per algorithm (ring, tree, NVLS) and protocol (LL, LL128, Simple) a
+// latency (base + per-hop latency of the link kind × steps) and a bus bandwidth (channels × the
+// per-channel graph bandwidth under the protocol's factor and the per-generation caps), time =
+// latency + bytes / algorithm bandwidth, and the minimum over what is enabled, as NCCL chooses.
+// A profile's fitted α/β for that collective and rank count (plan calibrate) replaces the model.
+#pragma once
+
+#include <string>
+
+#include "comm/cost_model.h"
+#include "planner/hardware_profile.h"
+
+namespace tpserve::planner {
+
+inline constexpr const char* kNcclTuningVersion = "2.20.3";
+
+struct CollectiveEstimate {
+  double time_us = 0;
+  double latency_us = 0;      // the chosen path's fixed part
+  double bandwidth_gb_s = 0;  // its algorithm bandwidth (bytes / (time - latency))
+  std::string algorithm;      // ring | tree | nvls | fit | none
+  std::string protocol;       // LL | LL128 | Simple | "" (fit, none)
+
+  // Whether the fixed latency is the larger part of the time (small-message decode territory).
+  bool latency_bound() const { return latency_us >= time_us - latency_us; }
+};
+
+// `bytes`: nccl-tests' size (AllReduce: the buffer; AllGather: the gathered output). Ranks past
+// one node use the profile's inter-node fabric; an error when the profile has none, or when a CPU
+// profile has no fit for this collective and rank count.
+Result<CollectiveEstimate> EstimateCollective(const HardwareProfile& profile, Collective collective, int ranks,
+                                              double bytes);
+
+}  // namespace tpserve::planner

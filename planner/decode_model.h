@@ -1,0 +1,52 @@
+// The predicted decode step of a Llama-family model sharded over `tp` devices, term by term, in
+// the same parts the engine's step trace measures: per layer the GEMMs (the larger of streaming
+// the rank's weight slice and its FLOPs), attention (reading the KV cache), and the two
+// AllReduces (through the collective model); then the LM head, the logits AllGather, exposed
+// kernel-launch time and per-step host time. Also what one device holds (weights, KV cache,
+// activations) and the largest batch that fits at this context.
+#pragma once
+
+#include "model/model_config.h"
+#include "planner/collective_model.h"
+#include "planner/hardware_profile.h"
+
+namespace tpserve::planner {
+
+struct DecodePoint {
+  int tp = 1;
+  int batch = 1;
+  int context = 512;     // tokens each sequence attends to
+  int weight_bytes = 2;  // per parameter: 2 bf16, 1 fp8
+};
+
+// What the engine the prediction is for moves per element (tpserve's CPU path: f32 KV and
+// AllReduce; GPU engines: bf16).
+struct EngineTraits {
+  int kv_bytes = 2;         // per KV cache element
+  int allreduce_bytes = 2;  // per element of the AllReduce message
+  int logits_bytes = 4;     // per element of the gathered logits
+  double memory_utilization = 0.9;  // of device memory for weights + KV + activations
+};
+
+struct DecodePrediction {
+  DecodePoint point;
+  // Parts of one decode step (ms), summing to step_ms.
+  double gemm_ms = 0, attention_ms = 0, allreduce_ms = 0, lm_head_ms = 0, logits_ms = 0, launch_ms = 0, host_ms = 0;
+  double step_ms = 0;            // = per-token latency of a decode step
+  double tokens_per_s = 0;       // batch / step
+  double tokens_per_s_per_device = 0;
+  double comm_share = 0;         // (allreduce + logits) / step
+  double allreduce_message_bytes = 0;
+  CollectiveEstimate allreduce;  // one of the 2 × layers (+1 embedding) AllReduces
+  bool latency_bound_comm = false;  // the AllReduce is dominated by its fixed latency
+  bool compute_bound_gemm = false;  // FLOPs, not weight streaming, set the GEMM time
+  // Memory per device (GB, 1e9 bytes).
+  double weights_gb = 0, kv_gb = 0, activations_gb = 0;
+  bool fits = false;
+  int max_batch = 0;  // largest batch whose weights + KV + activations fit at this context
+};
+
+Result<DecodePrediction> PredictDecodeStep(const ModelConfig& model, const HardwareProfile& profile,
+                                           const EngineTraits& engine, const DecodePoint& point);
+
+}  // namespace tpserve::planner

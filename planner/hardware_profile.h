@@ -1,0 +1,76 @@
+// What the planner knows about a machine: one device (memory, bandwidth, dense rates), the
+// fabric between devices (NCCL's view: link kind, links, per-link bandwidth, channels; a network
+// between nodes), per-step overheads, achieved-to-peak efficiencies, and optionally collective
+// timings fitted from measurements. Profiles are data files (planner/profiles/*.json, compiled in;
+// or a file `plan calibrate` wrote), each citing where its numbers come from.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "common/status.h"
+
+namespace tpserve::planner {
+
+enum class LinkHw { kNvlink, kPci, kNet, kMemory };  // kMemory: CPU ranks sharing one memory
+
+struct IntraNodeFabric {
+  LinkHw hw = LinkHw::kNvlink;
+  int links = 1;           // NVLink links per GPU (PCIe: 1)
+  double link_gb_s = 0;    // NCCL's per-link bandwidth (GB/s, one direction)
+  int channels = 1;        // NCCL channels (ring and tree)
+  bool nvls = false;       // NVLink SHARP (NVSwitch with multicast, Hopper and later)
+};
+
+struct InterNodeFabric {
+  double bandwidth_gb_s = 0;  // per GPU
+  double latency_us = 0;      // added to NCCL's network hop latency
+};
+
+// α + bytes / β for messages in [min_bytes, max_bytes], fitted from bench-comm or nccl-tests.
+struct CollectiveFit {
+  std::string collective = "all_reduce";  // all_reduce | all_gather
+  int ranks = 2;
+  double min_bytes = 0, max_bytes = 0;
+  double alpha_us = 0;
+  double beta_gb_s = 0;  // algorithm bandwidth: bytes / (time - alpha)
+  std::string source;
+};
+
+struct HardwareProfile {
+  std::string name;
+  std::string description;
+  std::string device_kind = "gpu";  // gpu | cpu
+  int compute_capability = 90;      // GPUs: selects NCCL's tuning rows (>= 90 Hopper, >= 80 Ampere)
+  double memory_gb = 0;
+  double memory_bandwidth_gb_s = 0;  // peak (datasheet) or measured (calibrated)
+  double bf16_tflops = 0;
+  double fp8_tflops = 0;             // 0: no FP8
+  double memory_efficiency = 1.0;    // achieved / memory_bandwidth_gb_s in weight streaming
+  double compute_efficiency = 1.0;   // achieved / peak in GEMMs
+  double kernel_launch_us = 0;       // per kernel, exposed when the GPU work is shorter
+  int kernels_per_layer = 0;
+  double step_host_us = 0;           // per decode step: scheduling, sampling, copies
+  // CPU ranks are threads of one process on one memory: they share its bandwidth (a GPU's TP
+  // ranks each have their own).
+  bool shared_memory_bandwidth = false;
+  int gpus_per_node = 8;
+  IntraNodeFabric intra_node;
+  std::optional<InterNodeFabric> inter_node;  // absent: TP cannot span nodes
+  std::vector<CollectiveFit> collective_fits;
+  std::map<std::string, std::string> sources;  // what each group of numbers comes from
+};
+
+// Field errors name `source` and the field, e.g. "h100-sxm.json: fabric.intra_node.links: ...".
+Result<HardwareProfile> ParseHardwareProfile(const nlohmann::json& json, const std::string& source);
+nlohmann::json HardwareProfileJson(const HardwareProfile& profile);
+
+// A preset's name (planner/profiles/NAME.json, compiled in) or a profile file's path.
+Result<HardwareProfile> LoadHardwareProfile(const std::string& name_or_path);
+std::vector<std::string> HardwareProfileNames();
+
+}  // namespace tpserve::planner
