@@ -2,6 +2,7 @@
 #include "benchmarks/decode_bench.h"
 
 #include <algorithm>
+#include <fstream>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <thread>
@@ -66,6 +67,7 @@ Result<DecodeBenchRow> MeasureOne(Engine& engine, const ModelDirectory& model, c
   ASSIGN_OR_RETURN(StepResult prefill, engine.Step(StepPlan{.step_id = 0, .sequences = seqs}));
 
   std::vector<double> step_ms, compute_ms, comm_ms, host_ms, allreduce_us;
+  std::map<std::string, std::vector<double>> op_ms;  // per op: one sum per step
   double allreduce_bytes = 0;
   for (int step = 1; step <= o.decode_steps; ++step) {
     for (int b = 0; b < batch; ++b) {
@@ -79,12 +81,15 @@ Result<DecodeBenchRow> MeasureOne(Engine& engine, const ModelDirectory& model, c
     compute_ms.push_back(slowest.ComputeNs() * 1e-6);
     comm_ms.push_back(slowest.CommNs() * 1e-6);
     host_ms.push_back(trace.HostNs() * 1e-6);
+    std::map<std::string, double> step_ops;
     for (const OpRecord& op : slowest.ops) {
+      step_ops[std::string(OpName(op.op))] += op.duration_ns * 1e-6;
       if (op.op == OpKind::kAllReduceAttn || op.op == OpKind::kAllReduceMlp) {
         allreduce_us.push_back(op.duration_ns * 1e-3);
         allreduce_bytes = static_cast<double>(op.bytes);
       }
     }
+    for (const auto& [name, ms] : step_ops) op_ms[name].push_back(ms);
   }
   DecodeBenchRow row;
   row.tp = engine.tp();
@@ -99,7 +104,23 @@ Result<DecodeBenchRow> MeasureOne(Engine& engine, const ModelDirectory& model, c
   row.allreduce_bytes = allreduce_bytes;
   row.allreduce_us = Median(allreduce_us);
   row.weight_bytes = StreamedWeightBytes(model.config);
+  for (auto& [name, samples] : op_ms) row.op_ms[name] = Median(samples);
   return row;
+}
+
+// "AMD EPYC 9654 96-Core Processor" (/proc/cpuinfo), or the first GPU's line of the CUDA probe.
+std::string DeviceName(DeviceKind device) {
+  if (device == DeviceKind::kCuda) {
+    auto probe = ProbeCudaBackend();
+    if (probe.ok()) return probe->report.substr(0, probe->report.find('\n'));
+  }
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  for (std::string line; std::getline(cpuinfo, line);) {
+    if (line.rfind("model name", 0) == 0 && line.find(':') != std::string::npos) {
+      return line.substr(line.find(':') + 2);
+    }
+  }
+  return "unknown CPU";
 }
 
 // The weight-streaming ceiling: the CPU's DRAM read bandwidth with the same threads, or the GPU's
@@ -124,6 +145,8 @@ Result<DecodeBenchReport> RunDecodeBench(const DecodeBenchOptions& o) {
   ASSIGN_OR_RETURN(ModelDirectory model, OpenModel(o.model));
   DecodeBenchReport report;
   report.device = o.device;
+  report.model = model.config;
+  report.device_name = DeviceName(o.device);
   report.threads = o.threads > 0 ? o.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   ASSIGN_OR_RETURN(report.read_gb_per_s, MeasureReadBandwidth(model.config, o, report.threads));
   const std::vector<cpu::LinearKernel> kernels =
@@ -224,7 +247,14 @@ StackedBarChart DecodeBreakdownChart(const DecodeBenchReport& r) {
 }
 
 std::string DecodeBenchJson(const DecodeBenchReport& r) {
-  nlohmann::json out = {{"device", DeviceKindName(r.device)}, {"read_gb_per_s", r.read_gb_per_s}, {"threads", r.threads},
+  const ModelConfig& m = r.model;
+  nlohmann::json out = {{"device", DeviceKindName(r.device)}, {"device_name", r.device_name},
+                        {"model",
+                         {{"hidden_size", m.hidden_size}, {"intermediate_size", m.intermediate_size},
+                          {"num_hidden_layers", m.num_layers}, {"num_attention_heads", m.num_heads},
+                          {"num_key_value_heads", m.num_kv_heads}, {"head_dim", m.head_dim},
+                          {"vocab_size", m.vocab_size}, {"tie_word_embeddings", m.tie_word_embeddings}}},
+                        {"read_gb_per_s", r.read_gb_per_s}, {"threads", r.threads},
                         {"untraced_step_ms", r.untraced_step_ms}, {"trace_overhead", r.trace_overhead},
                         {"rows", nlohmann::json::array()}};
   for (const auto& row : r.rows) {
@@ -236,7 +266,7 @@ std::string DecodeBenchJson(const DecodeBenchReport& r) {
                            {"comm_share", row.comm_share}, {"allreduce_bytes", row.allreduce_bytes},
                            {"allreduce_us", row.allreduce_us}, {"weight_bytes", row.weight_bytes},
                            {"ceiling_tokens_per_s", row.ceiling_tokens_per_s},
-                           {"fraction_of_ceiling", row.fraction_of_ceiling}});
+                           {"fraction_of_ceiling", row.fraction_of_ceiling}, {"op_ms", row.op_ms}});
   }
   return out.dump();
 }

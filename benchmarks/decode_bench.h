@@ -3,6 +3,7 @@
 // (weight bytes read per step / DRAM read bandwidth with the same threads).
 #pragma once
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -11,6 +12,7 @@
 
 #include "benchmarks/svg_chart.h"
 #include "common/status.h"
+#include "model/model_config.h"
 #include "model/model_directory.h"
 
 namespace tpserve {
@@ -47,10 +49,15 @@ struct DecodeBenchRow {
   double ceiling_tokens_per_s = 0;  // batch * bandwidth / weight_bytes
   double fraction_of_ceiling = 0;
   double vs_batch1 = 0;  // tokens/s over the batch-1 row of the same kernel, tp and context (0: none)
+  // Per op (OpName), the slowest rank's time in that op summed over the layers of a step; median
+  // over steps (ms). What the planner's terms are compared with.
+  std::map<std::string, double> op_ms;
 };
 
 struct DecodeBenchReport {
   DeviceKind device = DeviceKind::kCpu;
+  std::string device_name;  // the CPU's model name, or the GPU's
+  ModelConfig model;        // the shape that was measured
   double read_gb_per_s = 0;
   int threads = 0;
   double untraced_step_ms = 0;  // first point, per-op tracing off (0 when not measured)

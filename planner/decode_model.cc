@@ -28,6 +28,27 @@ Shard ShardFor(const ModelConfig& c, int tp) {
 
 }  // namespace
 
+double ComputeTerms::Total() const {
+  return std::max(gemm_stream_ms, gemm_flops_ms) + attention_ms + std::max(lm_head_stream_ms, lm_head_flops_ms);
+}
+
+ComputeTerms ComputeTermsAt(const ModelConfig& c, const HardwareProfile& p, const EngineTraits& e,
+                            const DecodePoint& point) {
+  const Shard shard = ShardFor(c, point.tp);
+  const double batch = point.batch, layers = c.num_layers;
+  // Each device streams its own weights, except CPU ranks that share one memory (and its cores).
+  const double share = p.shared_memory_bandwidth ? point.tp : 1;
+  const double bandwidth = p.memory_bandwidth_gb_s * 1e9 * p.memory_efficiency / share;
+  const double flops = (point.weight_bytes == 1 ? p.fp8_tflops : p.bf16_tflops) * 1e12 * p.compute_efficiency / share;
+  ComputeTerms t;
+  t.gemm_stream_ms = layers * shard.layer_params * point.weight_bytes / bandwidth * 1e3;
+  t.gemm_flops_ms = layers * 2 * batch * shard.layer_params / flops * 1e3;
+  t.attention_ms = layers * batch * point.context * 2 * shard.kv_width * e.kv_bytes / bandwidth * 1e3;
+  t.lm_head_stream_ms = shard.lm_head_params * point.weight_bytes / bandwidth * 1e3;
+  t.lm_head_flops_ms = 2 * batch * shard.lm_head_params / flops * 1e3;
+  return t;
+}
+
 Result<DecodePrediction> PredictDecodeStep(const ModelConfig& c, const HardwareProfile& p, const EngineTraits& e,
                                            const DecodePoint& point) {
   if (point.tp < 1 || point.batch < 1 || point.context < 1) {
@@ -42,22 +63,13 @@ Result<DecodePrediction> PredictDecodeStep(const ModelConfig& c, const HardwareP
   if (point.weight_bytes == 1 && p.fp8_tflops <= 0) return InvalidArgument(p.name + " has no FP8 rate (--dtype fp8)");
   const Shard shard = ShardFor(c, point.tp);
   const double batch = point.batch, layers = c.num_layers;
-  // Each device streams its own weights, except CPU ranks that share one memory.
-  const double bandwidth = p.memory_bandwidth_gb_s * 1e9 * p.memory_efficiency /
-                           (p.shared_memory_bandwidth ? point.tp : 1);
-  const double flops = (point.weight_bytes == 1 ? p.fp8_tflops : p.bf16_tflops) * 1e12 * p.compute_efficiency /
-                       (p.shared_memory_bandwidth ? point.tp : 1);
-
   DecodePrediction out;
   out.point = point;
-  const double layer_stream_s = shard.layer_params * point.weight_bytes / bandwidth;
-  const double layer_flops_s = 2 * batch * shard.layer_params / flops;
-  out.compute_bound_gemm = layer_flops_s > layer_stream_s;
-  out.gemm_ms = layers * std::max(layer_stream_s, layer_flops_s) * 1e3;
-  const double kv_read_bytes = batch * point.context * 2 * shard.kv_width * e.kv_bytes;  // per layer
-  out.attention_ms = layers * kv_read_bytes / bandwidth * 1e3;
-  out.lm_head_ms = std::max(shard.lm_head_params * point.weight_bytes / bandwidth,
-                            2 * batch * shard.lm_head_params / flops) * 1e3;
+  const ComputeTerms terms = ComputeTermsAt(c, p, e, point);
+  out.compute_bound_gemm = terms.gemm_flops_ms > terms.gemm_stream_ms;
+  out.gemm_ms = std::max(terms.gemm_stream_ms, terms.gemm_flops_ms);
+  out.attention_ms = terms.attention_ms;
+  out.lm_head_ms = std::max(terms.lm_head_stream_ms, terms.lm_head_flops_ms);
   if (point.tp > 1) {
     out.allreduce_message_bytes = batch * c.hidden_size * e.allreduce_bytes;
     ASSIGN_OR_RETURN(out.allreduce,

@@ -46,6 +46,17 @@ struct DecodePrediction {
   int max_batch = 0;  // largest batch whose weights + KV + activations fit at this context
 };
 
+// The device work of one step without collectives (ms), each bound computed both ways, at the
+// profile's efficiencies: what calibration compares with a measured step's compute time.
+struct ComputeTerms {
+  double gemm_stream_ms = 0, gemm_flops_ms = 0;        // all layers
+  double attention_ms = 0;                             // KV reads, all layers
+  double lm_head_stream_ms = 0, lm_head_flops_ms = 0;
+  double Total() const;                                // max of each pair, plus attention
+};
+ComputeTerms ComputeTermsAt(const ModelConfig& model, const HardwareProfile& profile, const EngineTraits& engine,
+                            const DecodePoint& point);
+
 Result<DecodePrediction> PredictDecodeStep(const ModelConfig& model, const HardwareProfile& profile,
                                            const EngineTraits& engine, const DecodePoint& point);
 

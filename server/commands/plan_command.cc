@@ -1,9 +1,13 @@
 #include <spdlog/spdlog.h>
 
 #include <cstdio>
+#include <ctime>
+#include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "model/model_directory.h"
 #include "model/model_maker.h"
+#include "planner/calibrate.h"
 #include "planner/plan.h"
 #include "server/commands/commands.h"
 
@@ -48,6 +52,30 @@ int RunPlanCommand(PlanCommandOptions& o) {
   return WritePlotIfAsked("plan", o.plot, [&] { return RenderSvg(planner::PlanChart(*report)); });
 }
 
+int RunCalibrateCommand(const planner::CalibrateInputs& inputs, const std::string& out_path) {
+  auto calibration = planner::Calibrate(inputs);
+  if (!calibration.ok()) {
+    spdlog::error("plan calibrate: {}", calibration.status().message());
+    return 1;
+  }
+  for (const std::string& note : calibration->notes) std::printf("%s\n", note.c_str());
+  std::ofstream out(out_path);
+  out << planner::HardwareProfileJson(calibration->profile).dump(2) << "\n";
+  if (!out) {
+    spdlog::error("plan calibrate: --out {}: cannot write", out_path);
+    return 1;
+  }
+  std::printf("wrote %s (plan --hardware %s)\n", out_path.c_str(), out_path.c_str());
+  return 0;
+}
+
+std::string Today() {
+  const std::time_t now = std::time(nullptr);
+  char date[16];
+  std::strftime(date, sizeof(date), "%Y-%m-%d", std::gmtime(&now));
+  return date;
+}
+
 }  // namespace
 
 void AddPlanCommand(CLI::App& app, CommandAction* action) {
@@ -60,12 +88,11 @@ void AddPlanCommand(CLI::App& app, CommandAction* action) {
       "with memory fit and recommendations. No GPU needed.");
   std::string names;
   for (const std::string& n : planner::HardwareProfileNames()) names += (names.empty() ? "" : ", ") + n;
-  cmd->add_option("--model", o->model.model, "Model directory, config.json, or a known model's name")->required();
+  cmd->add_option("--model", o->model.model, "Model directory, config.json, or a known model's name");
   cmd->add_option("--tokenizer", o->model.tokenizer, "Vocabulary of the presets tiny and small (llama3 | qwen2)")
       ->check(CLI::IsMember(TokenizerNames()))
       ->capture_default_str();
-  cmd->add_option("--hardware", o->hardware, "A preset (" + names + ") or a profile file (plan calibrate)")
-      ->required();
+  cmd->add_option("--hardware", o->hardware, "A preset (" + names + ") or a profile file (plan calibrate)");
   cmd->add_option("--tp", o->plan.tp, "TP degrees")->delimiter(',')->capture_default_str();
   cmd->add_option("--batch", o->plan.batch, "Batch sizes (sequences decoding together)")
       ->delimiter(',')
@@ -82,7 +109,27 @@ void AddPlanCommand(CLI::App& app, CommandAction* action) {
       ->check(CLI::PositiveNumber);
   cmd->add_flag("--json", o->json, "Print one JSON object (schema: docs/API.md)");
   cmd->add_option("--plot", o->plot, "Write the stacked step-time chart (FILE.svg or FILE.png)");
-  cmd->callback([o, action] { *action = [o] { return RunPlanCommand(*o); }; });
+  auto calibrate = std::make_shared<planner::CalibrateInputs>();
+  auto out_path = std::make_shared<std::string>();
+  CLI::App* cal = cmd->add_subcommand(
+      "calibrate",
+      "Write a hardware profile from measurements: bench-comm --json and nccl-tests output (alpha/beta\n"
+      "per size range) and bench-decode --json (achieved bandwidth and compute, host time).");
+  cal->add_option("--bench-comm", calibrate->bench_comm, "bench-comm --json output (repeatable)")->check(CLI::ExistingFile);
+  cal->add_option("--nccl-tests", calibrate->nccl_tests, "nccl-tests text output (repeatable)")->check(CLI::ExistingFile);
+  cal->add_option("--bench-decode", calibrate->bench_decode, "bench-decode --json output (repeatable)")
+      ->check(CLI::ExistingFile);
+  cal->add_option("--base", calibrate->base, "Preset or profile to start from (default: a CPU profile of this machine)");
+  cal->add_option("--out", *out_path, "Profile file to write")->required();
+  cal->callback([calibrate, out_path, action] {
+    calibrate->date = Today();
+    *action = [calibrate, out_path] { return RunCalibrateCommand(*calibrate, *out_path); };
+  });
+  cmd->callback([cmd, cal, o, action] {
+    if (cmd->got_subcommand(cal)) return;
+    if (o->model.model.empty() || o->hardware.empty()) throw CLI::RequiredError("plan needs --model and --hardware");
+    *action = [o] { return RunPlanCommand(*o); };
+  });
 }
 
 }  // namespace tpserve

@@ -1,0 +1,301 @@
+#include "planner/calibrate.h"
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <thread>
+
+#include "planner/decode_model.h"
+
+namespace tpserve::planner {
+namespace {
+
+using nlohmann::json;
+
+Result<std::string> ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return NotFound(path + ": cannot open");
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+Result<json> ReadJson(const std::string& path) {
+  ASSIGN_OR_RETURN(std::string text, ReadFile(path));
+  json value = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (value.is_discarded()) return InvalidArgument(path + ": not valid JSON");
+  return value;
+}
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+}
+
+// The machine's memory in GB (1e9), for a CPU profile made on the machine it describes.
+double MachineMemoryGb() {
+  std::ifstream meminfo("/proc/meminfo");
+  std::string key;
+  double kib = 0;
+  while (meminfo >> key >> kib) {
+    if (key == "MemTotal:") return kib * 1024 / 1e9;
+    meminfo.ignore(1 << 10, '\n');
+  }
+  return 0;
+}
+
+// The shape bench-decode --json records.
+Result<ModelConfig> ShapeFromBenchDecode(const json& model, const std::string& source) {
+  if (!model.is_object()) return InvalidArgument(source + ": no \"model\" shape (bench-decode from before the planner?)");
+  ModelConfig c;
+  try {
+    c.hidden_size = model.at("hidden_size").get<int>();
+    c.intermediate_size = model.at("intermediate_size").get<int>();
+    c.num_layers = model.at("num_hidden_layers").get<int>();
+    c.num_heads = model.at("num_attention_heads").get<int>();
+    c.num_kv_heads = model.at("num_key_value_heads").get<int>();
+    c.head_dim = model.at("head_dim").get<int>();
+    c.vocab_size = model.at("vocab_size").get<int>();
+    c.tie_word_embeddings = model.value("tie_word_embeddings", false);
+  } catch (const json::exception& e) {
+    return InvalidArgument(source + ": model: " + e.what());
+  }
+  return c;
+}
+
+// A CPU profile for tpserve's CPU backend on this machine, before its numbers are fitted.
+HardwareProfile CpuProfile(const json& decode, const std::string& date) {
+  HardwareProfile p;
+  p.name = "cpu";
+  p.device_kind = "cpu";
+  const std::string cpu = decode.value("device_name", std::string("unknown CPU"));
+  const int threads = decode.value("threads", 1);
+  p.description = cpu + ", " + std::to_string(threads) + " threads, tpserve CPU backend; calibrated " + date;
+  p.memory_gb = MachineMemoryGb();
+  p.memory_bandwidth_gb_s = decode.value("read_gb_per_s", 1.0);
+  p.bf16_tflops = 1.0;  // fitted below when a sample is compute-bound
+  p.shared_memory_bandwidth = true;
+  p.kernel_launch_us = 0;
+  p.kernels_per_layer = 0;
+  p.gpus_per_node = std::max(1u, std::thread::hardware_concurrency());
+  p.intra_node = {LinkHw::kMemory, 1, p.memory_bandwidth_gb_s, 1, false};
+  p.sources["device"] = "bench-decode --json on " + cpu + " (" + date + "): DRAM read bandwidth measured in that run";
+  p.sources["fabric"] = "ranks are threads sharing one memory; collectives only from bench-comm fits";
+  p.sources["overheads"] = "host time per step: median of bench-decode's host column";
+  return p;
+}
+
+}  // namespace
+
+Result<CommSamples> ParseBenchCommJson(const json& value, const std::string& source) {
+  CommSamples out;
+  out.source = source;
+  try {
+    ASSIGN_OR_RETURN(out.collective, ParseCollective(value.at("collective").get<std::string>()));
+    out.ranks = value.at("ranks").get<int>();
+    for (const json& row : value.at("rows")) {
+      const double bytes = row.at("size").get<double>();
+      const json& oop = row.at("out_of_place");
+      if (oop.value("wrong", 0) != 0) {
+        return InvalidArgument(source + ": size " + std::to_string(static_cast<long long>(bytes)) +
+                               " has wrong results; refusing to fit it");
+      }
+      out.points.emplace_back(bytes, oop.at("time_us").get<double>() * 1e-6);
+    }
+  } catch (const json::exception& e) {
+    return InvalidArgument(source + ": not bench-comm --json output: " + e.what());
+  }
+  if (out.ranks < 2) return InvalidArgument(source + ": a collective over " + std::to_string(out.ranks) + " rank(s) has no cost to fit");
+  return out;
+}
+
+Result<CommSamples> ParseNcclTestsOutput(std::string_view text, const std::string& source) {
+  CommSamples out;
+  out.source = source;
+  std::string collective;
+  std::string redop;
+  // Columns from the header ("#  size  count  type  redop  root  time  algbw  busbw  #wrong ..."):
+  // versions differ (no root, no in-place half, extra algo/proto columns); the first "time" and
+  // "#wrong" are the out-of-place ones.
+  int time_column = -1, wrong_column = -1, redop_column = -1;
+  std::istringstream lines{std::string(text)};
+  int line_number = 0;
+  for (std::string line; std::getline(lines, line);) {
+    ++line_number;
+    if (line.find("all_reduce_perf") != std::string::npos) collective = "all_reduce";
+    if (line.find("all_gather_perf") != std::string::npos) collective = "all_gather";
+    std::istringstream fields(line);
+    std::vector<std::string> f;
+    for (std::string field; fields >> field;) f.push_back(field);
+    if (f.empty()) continue;
+    if (f[0] == "#" && f.size() > 1 && f[1] == "Rank") ++out.ranks;
+    if (f[0] == "#" && f.size() > 2 && f[1] == "size") {
+      time_column = wrong_column = redop_column = -1;
+      for (size_t i = 1; i < f.size(); ++i) {
+        const int column = static_cast<int>(i) - 1;  // data rows have no leading "#"
+        if (f[i] == "time" && time_column < 0) time_column = column;
+        if (f[i] == "#wrong" && wrong_column < 0) wrong_column = column;
+        if (f[i] == "redop") redop_column = column;
+      }
+      continue;
+    }
+    if (f[0][0] == '#' || !std::isdigit(static_cast<unsigned char>(f[0][0]))) continue;
+    if (time_column < 0) return InvalidArgument(source + ":" + std::to_string(line_number) + ": a result row before the column header");
+    if (static_cast<int>(f.size()) <= std::max(time_column, wrong_column)) {
+      return InvalidArgument(source + ":" + std::to_string(line_number) + ": not a result row: " + line);
+    }
+    try {
+      const double bytes = std::stod(f[0]);
+      const double time_us = std::stod(f[time_column]);
+      if (wrong_column >= 0 && f[wrong_column] != "N/A" && std::stoll(f[wrong_column]) != 0) {
+        return InvalidArgument(source + ":" + std::to_string(line_number) + ": size " + f[0] + " has #wrong " +
+                               f[wrong_column] + "; refusing to fit it");
+      }
+      if (redop_column >= 0) redop = f[redop_column];
+      out.points.emplace_back(bytes, time_us * 1e-6);
+    } catch (const std::exception&) {
+      return InvalidArgument(source + ":" + std::to_string(line_number) + ": not a result row: " + line);
+    }
+  }
+  if (out.points.empty()) return InvalidArgument(source + ": no nccl-tests result rows");
+  if (out.ranks < 2) return InvalidArgument(source + ": no \"#  Rank\" lines (need at least 2 ranks)");
+  if (collective.empty()) collective = redop == "none" ? "all_gather" : "all_reduce";
+  ASSIGN_OR_RETURN(out.collective, ParseCollective(collective));
+  return out;
+}
+
+Result<std::vector<CollectiveFit>> FitCollective(const CommSamples& s) {
+  const double factor = BusBandwidthFactor(s.collective, s.ranks);
+  const double edges[] = {0, 65536, 1 << 20, 1e18};
+  std::vector<CollectiveFit> fits;
+  for (int range = 0; range < 3; ++range) {
+    std::vector<std::pair<double, double>> points;
+    for (const auto& point : s.points) {
+      if (point.first >= edges[range] && point.first < edges[range + 1]) points.push_back(point);
+    }
+    if (points.size() < 2) continue;
+    auto fit = FitAlphaBeta(points, factor);
+    if (!fit.ok()) continue;
+    double min_bytes = points.front().first, max_bytes = points.front().first;
+    for (const auto& point : points) {
+      min_bytes = std::min(min_bytes, point.first);
+      max_bytes = std::max(max_bytes, point.first);
+    }
+    fits.push_back({CollectiveName(s.collective), s.ranks, min_bytes, max_bytes, fit->alpha_s * 1e6,
+                    fit->beta_bytes_per_s / factor / 1e9, s.source});
+  }
+  if (fits.empty()) return InvalidArgument(s.source + ": too few sizes to fit (at least two in one size range)");
+  return fits;
+}
+
+Result<Calibration> Calibrate(const CalibrateInputs& in) {
+  if (in.bench_decode.empty() && in.base.empty()) {
+    return InvalidArgument("plan calibrate needs --base PRESET, or --bench-decode to make a CPU profile");
+  }
+  Calibration out;
+  std::vector<json> decodes;
+  for (const std::string& path : in.bench_decode) {
+    ASSIGN_OR_RETURN(json value, ReadJson(path));
+    decodes.push_back(std::move(value));
+  }
+  if (!in.base.empty()) {
+    ASSIGN_OR_RETURN(out.profile, LoadHardwareProfile(in.base));
+    out.profile.name += "-calibrated";
+    out.profile.description += "; calibrated " + in.date;
+  } else {
+    out.profile = CpuProfile(decodes.front(), in.date);
+  }
+  HardwareProfile& p = out.profile;
+
+  // Collectives: every sweep's α/β per size range replaces NCCL's model at its rank count.
+  std::vector<CommSamples> sweeps;
+  for (const std::string& path : in.bench_comm) {
+    ASSIGN_OR_RETURN(json value, ReadJson(path));
+    ASSIGN_OR_RETURN(CommSamples s, ParseBenchCommJson(value, path));
+    sweeps.push_back(std::move(s));
+  }
+  for (const std::string& path : in.nccl_tests) {
+    ASSIGN_OR_RETURN(std::string text, ReadFile(path));
+    ASSIGN_OR_RETURN(CommSamples s, ParseNcclTestsOutput(text, path));
+    sweeps.push_back(std::move(s));
+  }
+  for (const CommSamples& s : sweeps) {
+    ASSIGN_OR_RETURN(std::vector<CollectiveFit> fits, FitCollective(s));
+    std::erase_if(p.collective_fits, [&](const CollectiveFit& f) {
+      return f.collective == CollectiveName(s.collective) && f.ranks == s.ranks;
+    });
+    for (const CollectiveFit& f : fits) {
+      char line[200];
+      std::snprintf(line, sizeof(line), "%s at %d ranks, %.0f-%.0f B: alpha %.2f us, %.2f GB/s (%s)",
+                    f.collective.c_str(), f.ranks, f.min_bytes, f.max_bytes, f.alpha_us, f.beta_gb_s, f.source.c_str());
+      out.notes.push_back(line);
+      p.collective_fits.push_back(f);
+    }
+  }
+
+  // Decode: memory efficiency from the memory-bound steps, the compute rate from compute-bound
+  // ones, host time from all; every row's compute time (the slowest rank, collectives excluded)
+  // against the model's terms at efficiency 1.
+  if (!decodes.empty()) {
+    std::vector<double> memory_ratios, tflops, host_ms;
+    HardwareProfile peak = p;
+    peak.memory_efficiency = 1;
+    peak.compute_efficiency = 1;
+    if (p.device_kind == "cpu") peak.bf16_tflops = 1e6;  // unknown: streaming only
+    for (size_t file = 0; file < decodes.size(); ++file) {
+      const json& d = decodes[file];
+      ASSIGN_OR_RETURN(ModelConfig shape, ShapeFromBenchDecode(d.value("model", json()), in.bench_decode[file]));
+      const int activation_bytes = d.value("device", std::string("cpu")) == "cpu" ? 4 : 2;
+      const EngineTraits traits{.kv_bytes = activation_bytes, .allreduce_bytes = activation_bytes};
+      if (p.device_kind == "cpu") p.memory_bandwidth_gb_s = d.value("read_gb_per_s", p.memory_bandwidth_gb_s);
+      for (const json& row : d.value("rows", json::array())) {
+        const DecodePoint point{row.value("tp", 1), row.value("batch", 1), row.value("context", 1), 2};
+        const double measured = row.value("compute_ms", 0.0);
+        if (measured <= 0) continue;
+        host_ms.push_back(row.value("host_ms", 0.0));
+        HardwareProfile at = peak;
+        at.memory_bandwidth_gb_s = p.memory_bandwidth_gb_s;
+        const ComputeTerms terms = ComputeTermsAt(shape, at, traits, point);
+        const double streaming = terms.gemm_stream_ms + terms.attention_ms + terms.lm_head_stream_ms;
+        const double flop_seconds_at_1tflops = (terms.gemm_flops_ms + terms.lm_head_flops_ms) * at.bf16_tflops / 1e3;
+        if (point.batch == 1) {
+          memory_ratios.push_back(streaming / measured);
+        } else {
+          tflops.push_back(flop_seconds_at_1tflops / (measured * 1e-3));  // the machine's rate, all ranks
+        }
+      }
+    }
+    if (!memory_ratios.empty()) {
+      p.memory_efficiency = std::clamp(Median(memory_ratios), 1e-3, 1.5);
+      char line[200];
+      std::snprintf(line, sizeof(line), "memory efficiency %.3f of %.1f GB/s from %zu batch-1 steps", p.memory_efficiency,
+                    p.memory_bandwidth_gb_s, memory_ratios.size());
+      out.notes.push_back(line);
+    }
+    if (!tflops.empty()) {
+      // Larger batches: the rate they achieved is what the model may assume where FLOPs bind.
+      const double achieved = *std::max_element(tflops.begin(), tflops.end());
+      if (p.device_kind == "cpu") {
+        p.bf16_tflops = achieved;
+        p.compute_efficiency = 1;
+      } else {
+        p.compute_efficiency = std::clamp(achieved / p.bf16_tflops, 1e-3, 1.5);
+      }
+      char line[200];
+      std::snprintf(line, sizeof(line), "compute: %.3f TFLOPS achieved at the largest batch measured", achieved);
+      out.notes.push_back(line);
+    }
+    if (!host_ms.empty()) {
+      p.step_host_us = Median(host_ms) * 1e3;
+      char line[120];
+      std::snprintf(line, sizeof(line), "host time %.1f us per step (median of %zu points)", p.step_host_us, host_ms.size());
+      out.notes.push_back(line);
+    }
+    p.sources["efficiency"] = "fitted by plan calibrate from bench-decode (" + in.date + ")";
+  }
+  return out;
+}
+
+}  // namespace tpserve::planner

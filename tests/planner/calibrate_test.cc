@@ -1,0 +1,162 @@
+// plan calibrate's readers and fits: nccl-tests text in both of its layouts, bench-comm JSON, the
+// α/β fit on synthetic data with known constants, and the decode efficiencies from a synthetic
+// bench-decode report whose steps ran at a known fraction of the streaming floor.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "planner/calibrate.h"
+#include "planner/decode_model.h"
+
+namespace tpserve::planner {
+namespace {
+
+using ::testing::HasSubstr;
+
+// The layout all_reduce_perf prints (nccl-tests 2.13: root column, out-of-place and in-place halves).
+constexpr char kClassic[] = R"(# nThread 1 nGpus 4 minBytes 1024 maxBytes 1048576 step: 4(factor) warmup iters: 5 iters: 20 agg iters: 1 validation: 1 graph: 0
+#
+# Using devices
+#  Rank  0 Group  0 Pid  41 on    node-a device  0 [0x18] NVIDIA H100 80GB HBM3
+#  Rank  1 Group  0 Pid  41 on    node-a device  1 [0x2a] NVIDIA H100 80GB HBM3
+#  Rank  2 Group  0 Pid  41 on    node-a device  2 [0x3a] NVIDIA H100 80GB HBM3
+#  Rank  3 Group  0 Pid  41 on    node-a device  3 [0x5d] NVIDIA H100 80GB HBM3
+#
+#                                                              out-of-place                       in-place
+#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong
+#        (B)    (elements)                               (us)  (GB/s)  (GB/s)            (us)  (GB/s)  (GB/s)
+        1024           256     float     sum      -1    11.50    0.09    0.13      0    11.20    0.09    0.14      0
+        4096          1024     float     sum      -1    11.80    0.35    0.52      0    11.70    0.35    0.52      0
+       16384          4096     float     sum      -1    12.40    1.32    1.98      0    12.30    1.33    2.00      0
+       65536         16384     float     sum      -1    14.90    4.40    6.60      0    14.80    4.43    6.64      0
+      262144         65536     float     sum      -1    22.10   11.86   17.79      0    22.00   11.92   17.87      0
+     1048576        262144     float     sum      -1    40.30   26.02   39.03      0    40.10   26.15   39.22      0
+# Out of bounds values : 0 OK
+# Avg bus bandwidth    : 11.0
+#
+)";
+
+// The newer layout (no root column, one half), from a 2-GPU PCIe box; #wrong may read N/A.
+constexpr char kCompact[] = R"(# nccl-tests version 2.17.8
+# Collective test starting: all_gather_perf
+# Using devices
+#  Rank  0 Group  0 Pid  11155 on gpuserver2 device  0 [0000:02:00] Tesla V100-PCIE-16GB
+#  Rank  1 Group  0 Pid  11155 on gpuserver2 device  1 [0000:03:00] Tesla V100-PCIE-16GB
+#
+#       size         count    type   redop     time   algbw   busbw  #wrong
+#        (B)    (elements)                     (us)  (GB/s)  (GB/s)
+           8             1   float    none    10.09    0.00    0.00     N/A
+        1024           128   float    none    10.29    0.10    0.05       0
+       65536          8192   float    none    29.63    2.21    1.11       0
+)";
+
+TEST(NcclTests, BothLayoutsGiveTheOutOfPlaceTimeOfEverySize) {
+  auto classic = ParseNcclTestsOutput(kClassic, "h100.txt");
+  ASSERT_TRUE(classic.ok()) << classic.status().ToString();
+  EXPECT_EQ(classic->collective, Collective::kAllReduce);  // from the redop column
+  EXPECT_EQ(classic->ranks, 4);
+  ASSERT_EQ(classic->points.size(), 6u);
+  EXPECT_EQ(classic->points[0].first, 1024);
+  EXPECT_DOUBLE_EQ(classic->points[0].second, 11.50e-6);  // out-of-place, not in-place
+  EXPECT_DOUBLE_EQ(classic->points[5].second, 40.30e-6);
+
+  auto compact = ParseNcclTestsOutput(kCompact, "v100.txt");
+  ASSERT_TRUE(compact.ok()) << compact.status().ToString();
+  EXPECT_EQ(compact->collective, Collective::kAllGather);  // from the test's name
+  EXPECT_EQ(compact->ranks, 2);
+  ASSERT_EQ(compact->points.size(), 3u);
+  EXPECT_DOUBLE_EQ(compact->points[2].second, 29.63e-6);
+}
+
+TEST(NcclTests, WrongResultsAndMissingHeadersAreErrorsThatSayWhere) {
+  std::string corrupted = kClassic;
+  corrupted.replace(corrupted.find("22.10   11.86   17.79      0"), 28, "22.10   11.86   17.79      3");
+  auto wrong = ParseNcclTestsOutput(corrupted, "h100.txt");
+  ASSERT_FALSE(wrong.ok());
+  EXPECT_THAT(wrong.status().message(), HasSubstr("h100.txt:16: size 262144 has #wrong 3"));
+  EXPECT_FALSE(ParseNcclTestsOutput("no results here\n", "empty.txt").ok());
+  EXPECT_THAT(ParseNcclTestsOutput("        1024  256  float  sum  -1  11.5  0.1  0.1  0\n", "x.txt").status().message(),
+              HasSubstr("before the column header"));
+}
+
+// Samples made from known constants come back from the fit: α = 12 µs, algorithm bandwidth
+// 40 GB/s below 64 KiB; α = 20 µs, 150 GB/s above 1 MiB.
+TEST(FitCollective, RecoversKnownAlphaAndBetaPerSizeRange) {
+  CommSamples s{Collective::kAllReduce, 8, {}, "synthetic"};
+  for (double bytes = 1024; bytes < 65536; bytes *= 2) s.points.emplace_back(bytes, 12e-6 + bytes / 40e9);
+  for (double bytes = 2 << 20; bytes <= (256 << 20); bytes *= 2) s.points.emplace_back(bytes, 20e-6 + bytes / 150e9);
+  auto fits = FitCollective(s);
+  ASSERT_TRUE(fits.ok()) << fits.status().ToString();
+  ASSERT_EQ(fits->size(), 2u);  // the middle range has no samples
+  EXPECT_NEAR((*fits)[0].alpha_us, 12, 0.12);
+  EXPECT_NEAR((*fits)[0].beta_gb_s, 40, 0.4);
+  EXPECT_EQ((*fits)[0].max_bytes, 32768);
+  EXPECT_NEAR((*fits)[1].alpha_us, 20, 0.2);
+  EXPECT_NEAR((*fits)[1].beta_gb_s, 150, 1.5);
+  EXPECT_EQ((*fits)[1].ranks, 8);
+}
+
+TEST(BenchCommJson, ReadsTheSweepAndRefusesWrongResults) {
+  nlohmann::json j = {{"collective", "all_reduce"}, {"backend", "local"}, {"ranks", 2},
+                      {"rows", {{{"size", 1024}, {"out_of_place", {{"time_us", 1.5}, {"wrong", 0}}}},
+                                {{"size", 4096}, {"out_of_place", {{"time_us", 2.0}, {"wrong", 0}}}}}}};
+  auto s = ParseBenchCommJson(j, "comm.json");
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  EXPECT_EQ(s->ranks, 2);
+  EXPECT_DOUBLE_EQ(s->points[1].second, 2e-6);
+  j["rows"][1]["out_of_place"]["wrong"] = 5;
+  EXPECT_THAT(ParseBenchCommJson(j, "comm.json").status().message(), HasSubstr("size 4096 has wrong results"));
+  EXPECT_FALSE(ParseBenchCommJson(nlohmann::json::object(), "comm.json").ok());
+}
+
+// A bench-decode report whose batch-1 steps took exactly twice the streaming floor of its shape at
+// the bandwidth it measured, with 0.3 ms of host time: memory efficiency 0.5, host 300 µs.
+TEST(Calibrate, FitsTheMemoryEfficiencyAndHostTimeOfACpuProfile) {
+  ModelConfig c;
+  c.hidden_size = 512;
+  c.intermediate_size = 1024;
+  c.num_layers = 4;
+  c.num_heads = 8;
+  c.num_kv_heads = 2;
+  c.head_dim = 64;
+  c.vocab_size = 8000;
+  HardwareProfile floor_profile;
+  floor_profile.device_kind = "cpu";
+  floor_profile.memory_bandwidth_gb_s = 20;
+  floor_profile.bf16_tflops = 1e6;
+  floor_profile.shared_memory_bandwidth = true;
+  const EngineTraits traits{.kv_bytes = 4, .allreduce_bytes = 4};
+  nlohmann::json rows = nlohmann::json::array();
+  for (int context : {16, 256}) {
+    const ComputeTerms t = ComputeTermsAt(c, floor_profile, traits, {1, 1, context, 2});
+    rows.push_back({{"tp", 1}, {"batch", 1}, {"context", context},
+                    {"compute_ms", 2 * (t.gemm_stream_ms + t.attention_ms + t.lm_head_stream_ms)}, {"host_ms", 0.3}});
+  }
+  nlohmann::json report = {{"device", "cpu"}, {"device_name", "Test CPU"}, {"read_gb_per_s", 20}, {"threads", 2},
+                           {"model",
+                            {{"hidden_size", 512}, {"intermediate_size", 1024}, {"num_hidden_layers", 4},
+                             {"num_attention_heads", 8}, {"num_key_value_heads", 2}, {"head_dim", 64},
+                             {"vocab_size", 8000}}},
+                           {"rows", rows}};
+  const std::filesystem::path path = std::filesystem::temp_directory_path() / "tpserve_calibrate_test.json";
+  std::ofstream(path) << report.dump();
+  auto calibration = Calibrate({.bench_decode = {path.string()}, .date = "2026-12-01"});
+  std::filesystem::remove(path);
+  ASSERT_TRUE(calibration.ok()) << calibration.status().ToString();
+  const HardwareProfile& p = calibration->profile;
+  EXPECT_EQ(p.device_kind, "cpu");
+  EXPECT_THAT(p.description, HasSubstr("Test CPU"));
+  EXPECT_THAT(p.description, HasSubstr("2026-12-01"));
+  EXPECT_NEAR(p.memory_efficiency, 0.5, 1e-9);
+  EXPECT_NEAR(p.step_host_us, 300, 1e-9);
+  EXPECT_TRUE(p.shared_memory_bandwidth);
+  // The written profile reads back as a profile.
+  EXPECT_TRUE(ParseHardwareProfile(HardwareProfileJson(p), "written").ok());
+  EXPECT_FALSE(Calibrate({}).ok());  // nothing to calibrate from
+}
+
+}  // namespace
+}  // namespace tpserve::planner
