@@ -87,6 +87,104 @@ HardwareProfile CpuProfile(const json& decode, const std::string& date) {
   return p;
 }
 
+// Decode: memory efficiency from batch-1 steps, the compute rate from batched ones, the KV-read
+// rate of attention, and the per-step time outside the modelled ops (host, norms, RoPE, ...).
+// Each measured step is compared with the model's terms at efficiency 1: by op where bench-decode
+// recorded per-op medians (GEMMs and LM head, attention), else its whole compute time.
+Status FitDecode(const std::vector<json>& decodes, const CalibrateInputs& in, Calibration* out) {
+  HardwareProfile& p = out->profile;
+  struct Sample {
+    DecodePoint point;
+    ComputeTerms terms;   // at efficiency 1 (and unbounded FLOPs on a CPU)
+    double gemm_ms;       // measured: projections + LM head (or the whole compute time)
+    double attention_ms;  // measured attention op (< 0: not recorded)
+    double other_ms;      // measured step time outside the modelled ops
+  };
+  std::vector<Sample> samples;
+  HardwareProfile peak = p;
+  peak.memory_efficiency = peak.compute_efficiency = peak.attention_efficiency = 1;
+  if (p.device_kind == "cpu") peak.bf16_tflops = 1e6;  // unknown yet: streaming only
+  for (size_t file = 0; file < decodes.size(); ++file) {
+    const json& d = decodes[file];
+    ASSIGN_OR_RETURN(ModelConfig shape, ShapeFromBenchDecode(d.value("model", json()), in.bench_decode[file]));
+    const int activation_bytes = d.value("device", std::string("cpu")) == "cpu" ? 4 : 2;
+    const EngineTraits traits{.kv_bytes = activation_bytes, .allreduce_bytes = activation_bytes};
+    if (p.device_kind == "cpu") p.memory_bandwidth_gb_s = d.value("read_gb_per_s", p.memory_bandwidth_gb_s);
+    peak.memory_bandwidth_gb_s = p.memory_bandwidth_gb_s;
+    for (const json& row : d.value("rows", json::array())) {
+      const DecodePoint point{row.value("tp", 1), row.value("batch", 1), row.value("context", 1), 2};
+      const double compute = row.value("compute_ms", 0.0), step = row.value("step_ms", 0.0);
+      if (compute <= 0) continue;
+      Sample s{point, ComputeTermsAt(shape, peak, traits, point), compute, -1, step - compute};
+      const json ops = row.value("op_ms", json::object());
+      if (!ops.empty()) {
+        s.gemm_ms = 0;
+        for (const char* op : {"qkv_proj", "o_proj", "gate_up_proj", "down_proj", "lm_head"}) s.gemm_ms += ops.value(op, 0.0);
+        s.attention_ms = ops.value("attention", 0.0);
+        double collectives = 0;
+        for (const auto& [name, ms] : ops.items()) {
+          if (name.rfind("allreduce", 0) == 0 || name.rfind("allgather", 0) == 0) collectives += ms.get<double>();
+        }
+        s.other_ms = step - s.gemm_ms - s.attention_ms - collectives;
+      }
+      samples.push_back(s);
+    }
+  }
+  auto note = [&](const char* format, auto... args) {
+    char line[240];
+    std::snprintf(line, sizeof(line), format, args...);
+    out->notes.push_back(line);
+  };
+  std::vector<double> memory, attention, tflops, other;
+  for (const Sample& s : samples) {
+    const double streaming = s.terms.gemm_stream_ms + s.terms.lm_head_stream_ms;
+    if (s.attention_ms > 0) {
+      attention.push_back(s.terms.attention_ms / s.attention_ms);
+      if (s.point.batch == 1) memory.push_back(streaming / s.gemm_ms);
+    } else if (s.point.batch == 1) {
+      memory.push_back((streaming + s.terms.attention_ms) / s.gemm_ms);
+    }
+    other.push_back(std::max(0.0, s.other_ms));
+  }
+  if (!memory.empty()) {
+    p.memory_efficiency = std::clamp(Median(memory), 1e-3, 1.5);
+    note("memory efficiency %.3f of %.1f GB/s (median of %zu batch-1 steps)", p.memory_efficiency,
+         p.memory_bandwidth_gb_s, memory.size());
+  }
+  if (!attention.empty()) {
+    p.attention_efficiency = std::clamp(Median(attention), 1e-4, 1.5);
+    note("attention reads the KV cache at %.3f of %.1f GB/s (median of %zu steps)", p.attention_efficiency,
+         p.memory_bandwidth_gb_s, attention.size());
+  }
+  for (const Sample& s : samples) {
+    if (s.point.batch == 1) continue;
+    // The machine's rate over all ranks: FLOPs over the time they took: the whole GEMM time where
+    // math overlaps streaming, what streaming leaves of it where it does not.
+    const double flop_seconds_at_1tflops = (s.terms.gemm_flops_ms + s.terms.lm_head_flops_ms) * peak.bf16_tflops / 1e3;
+    const double streaming = (s.terms.gemm_stream_ms + s.terms.lm_head_stream_ms) / p.memory_efficiency;
+    const double gemm = s.attention_ms >= 0 ? s.gemm_ms : s.gemm_ms - s.terms.attention_ms / p.attention_efficiency;
+    const double math_ms = p.compute_overlaps_memory ? gemm : gemm - streaming;
+    if (math_ms > 0.02 * gemm) tflops.push_back(flop_seconds_at_1tflops / (math_ms * 1e-3));
+  }
+  if (!tflops.empty()) {
+    const double achieved = Median(tflops);
+    if (p.device_kind == "cpu") {
+      p.bf16_tflops = achieved;
+      p.compute_efficiency = 1;
+    } else {
+      p.compute_efficiency = std::clamp(achieved / p.bf16_tflops, 1e-3, 1.5);
+    }
+    note("compute: %.3f TFLOPS achieved (median of %zu batched steps)", achieved, tflops.size());
+  }
+  if (!other.empty()) {
+    p.step_host_us = Median(other) * 1e3;
+    note("%.1f us per step outside the modelled ops: host, norms, RoPE, SiLU (median of %zu steps)", p.step_host_us,
+         other.size());
+  }
+  p.sources["efficiency"] = "fitted by plan calibrate from bench-decode (" + in.date + ")";
+  return Status::Ok();
+}
+
 }  // namespace
 
 Result<CommSamples> ParseBenchCommJson(const json& value, const std::string& source) {
@@ -183,8 +281,16 @@ Result<std::vector<CollectiveFit>> FitCollective(const CommSamples& s) {
       min_bytes = std::min(min_bytes, point.first);
       max_bytes = std::max(max_bytes, point.first);
     }
-    fits.push_back({CollectiveName(s.collective), s.ranks, min_bytes, max_bytes, fit->alpha_s * 1e6,
-                    fit->beta_bytes_per_s / factor / 1e9, s.source});
+    double alpha_us = fit->alpha_s * 1e6, beta_gb_s = fit->beta_bytes_per_s / factor / 1e9;
+    if (alpha_us < 0) {
+      // Noise in a bandwidth-bound range can push the intercept below zero: no fixed cost there,
+      // and the bandwidth is the sizes' median rate.
+      std::vector<double> rates;
+      for (const auto& [bytes, seconds] : points) rates.push_back(bytes / seconds / 1e9);
+      alpha_us = 0;
+      beta_gb_s = Median(rates);
+    }
+    fits.push_back({CollectiveName(s.collective), s.ranks, min_bytes, max_bytes, alpha_us, beta_gb_s, s.source});
   }
   if (fits.empty()) return InvalidArgument(s.source + ": too few sizes to fit (at least two in one size range)");
   return fits;
@@ -238,63 +344,7 @@ Result<Calibration> Calibrate(const CalibrateInputs& in) {
   // Decode: memory efficiency from the memory-bound steps, the compute rate from compute-bound
   // ones, host time from all; every row's compute time (the slowest rank, collectives excluded)
   // against the model's terms at efficiency 1.
-  if (!decodes.empty()) {
-    std::vector<double> memory_ratios, tflops, host_ms;
-    HardwareProfile peak = p;
-    peak.memory_efficiency = 1;
-    peak.compute_efficiency = 1;
-    if (p.device_kind == "cpu") peak.bf16_tflops = 1e6;  // unknown: streaming only
-    for (size_t file = 0; file < decodes.size(); ++file) {
-      const json& d = decodes[file];
-      ASSIGN_OR_RETURN(ModelConfig shape, ShapeFromBenchDecode(d.value("model", json()), in.bench_decode[file]));
-      const int activation_bytes = d.value("device", std::string("cpu")) == "cpu" ? 4 : 2;
-      const EngineTraits traits{.kv_bytes = activation_bytes, .allreduce_bytes = activation_bytes};
-      if (p.device_kind == "cpu") p.memory_bandwidth_gb_s = d.value("read_gb_per_s", p.memory_bandwidth_gb_s);
-      for (const json& row : d.value("rows", json::array())) {
-        const DecodePoint point{row.value("tp", 1), row.value("batch", 1), row.value("context", 1), 2};
-        const double measured = row.value("compute_ms", 0.0);
-        if (measured <= 0) continue;
-        host_ms.push_back(row.value("host_ms", 0.0));
-        HardwareProfile at = peak;
-        at.memory_bandwidth_gb_s = p.memory_bandwidth_gb_s;
-        const ComputeTerms terms = ComputeTermsAt(shape, at, traits, point);
-        const double streaming = terms.gemm_stream_ms + terms.attention_ms + terms.lm_head_stream_ms;
-        const double flop_seconds_at_1tflops = (terms.gemm_flops_ms + terms.lm_head_flops_ms) * at.bf16_tflops / 1e3;
-        if (point.batch == 1) {
-          memory_ratios.push_back(streaming / measured);
-        } else {
-          tflops.push_back(flop_seconds_at_1tflops / (measured * 1e-3));  // the machine's rate, all ranks
-        }
-      }
-    }
-    if (!memory_ratios.empty()) {
-      p.memory_efficiency = std::clamp(Median(memory_ratios), 1e-3, 1.5);
-      char line[200];
-      std::snprintf(line, sizeof(line), "memory efficiency %.3f of %.1f GB/s from %zu batch-1 steps", p.memory_efficiency,
-                    p.memory_bandwidth_gb_s, memory_ratios.size());
-      out.notes.push_back(line);
-    }
-    if (!tflops.empty()) {
-      // Larger batches: the rate they achieved is what the model may assume where FLOPs bind.
-      const double achieved = *std::max_element(tflops.begin(), tflops.end());
-      if (p.device_kind == "cpu") {
-        p.bf16_tflops = achieved;
-        p.compute_efficiency = 1;
-      } else {
-        p.compute_efficiency = std::clamp(achieved / p.bf16_tflops, 1e-3, 1.5);
-      }
-      char line[200];
-      std::snprintf(line, sizeof(line), "compute: %.3f TFLOPS achieved at the largest batch measured", achieved);
-      out.notes.push_back(line);
-    }
-    if (!host_ms.empty()) {
-      p.step_host_us = Median(host_ms) * 1e3;
-      char line[120];
-      std::snprintf(line, sizeof(line), "host time %.1f us per step (median of %zu points)", p.step_host_us, host_ms.size());
-      out.notes.push_back(line);
-    }
-    p.sources["efficiency"] = "fitted by plan calibrate from bench-decode (" + in.date + ")";
-  }
+  if (!decodes.empty()) RETURN_IF_ERROR(FitDecode(decodes, in, &out));
   return out;
 }
 

@@ -28,9 +28,13 @@ Shard ShardFor(const ModelConfig& c, int tp) {
 
 }  // namespace
 
-double ComputeTerms::Total() const {
-  return std::max(gemm_stream_ms, gemm_flops_ms) + attention_ms + std::max(lm_head_stream_ms, lm_head_flops_ms);
+double ComputeTerms::Gemm() const {
+  return overlapped ? std::max(gemm_stream_ms, gemm_flops_ms) : gemm_stream_ms + gemm_flops_ms;
 }
+double ComputeTerms::LmHead() const {
+  return overlapped ? std::max(lm_head_stream_ms, lm_head_flops_ms) : lm_head_stream_ms + lm_head_flops_ms;
+}
+double ComputeTerms::Total() const { return Gemm() + attention_ms + LmHead(); }
 
 ComputeTerms ComputeTermsAt(const ModelConfig& c, const HardwareProfile& p, const EngineTraits& e,
                             const DecodePoint& point) {
@@ -41,9 +45,11 @@ ComputeTerms ComputeTermsAt(const ModelConfig& c, const HardwareProfile& p, cons
   const double bandwidth = p.memory_bandwidth_gb_s * 1e9 * p.memory_efficiency / share;
   const double flops = (point.weight_bytes == 1 ? p.fp8_tflops : p.bf16_tflops) * 1e12 * p.compute_efficiency / share;
   ComputeTerms t;
+  t.overlapped = p.compute_overlaps_memory;
   t.gemm_stream_ms = layers * shard.layer_params * point.weight_bytes / bandwidth * 1e3;
   t.gemm_flops_ms = layers * 2 * batch * shard.layer_params / flops * 1e3;
-  t.attention_ms = layers * batch * point.context * 2 * shard.kv_width * e.kv_bytes / bandwidth * 1e3;
+  t.attention_ms = layers * batch * point.context * 2 * shard.kv_width * e.kv_bytes /
+                   (bandwidth / p.memory_efficiency * p.attention_efficiency) * 1e3;
   t.lm_head_stream_ms = shard.lm_head_params * point.weight_bytes / bandwidth * 1e3;
   t.lm_head_flops_ms = 2 * batch * shard.lm_head_params / flops * 1e3;
   return t;
@@ -67,9 +73,9 @@ Result<DecodePrediction> PredictDecodeStep(const ModelConfig& c, const HardwareP
   out.point = point;
   const ComputeTerms terms = ComputeTermsAt(c, p, e, point);
   out.compute_bound_gemm = terms.gemm_flops_ms > terms.gemm_stream_ms;
-  out.gemm_ms = std::max(terms.gemm_stream_ms, terms.gemm_flops_ms);
+  out.gemm_ms = terms.Gemm();
   out.attention_ms = terms.attention_ms;
-  out.lm_head_ms = std::max(terms.lm_head_stream_ms, terms.lm_head_flops_ms);
+  out.lm_head_ms = terms.LmHead();
   if (point.tp > 1) {
     out.allreduce_message_bytes = batch * c.hidden_size * e.allreduce_bytes;
     ASSIGN_OR_RETURN(out.allreduce,

@@ -52,7 +52,10 @@ struct ComputeTerms {
   double gemm_stream_ms = 0, gemm_flops_ms = 0;        // all layers
   double attention_ms = 0;                             // KV reads, all layers
   double lm_head_stream_ms = 0, lm_head_flops_ms = 0;
-  double Total() const;                                // max of each pair, plus attention
+  bool overlapped = true;                              // HardwareProfile::compute_overlaps_memory
+  double Gemm() const;                                 // the pair combined: max, or sum
+  double LmHead() const;
+  double Total() const;                                // GEMMs + attention + LM head
 };
 ComputeTerms ComputeTermsAt(const ModelConfig& model, const HardwareProfile& profile, const EngineTraits& engine,
                             const DecodePoint& point);

@@ -138,10 +138,13 @@ Result<HardwareProfile> ParseHardwareProfile(const json& value, const std::strin
   RETURN_IF_ERROR(device.Number("fp8_tflops", &p.fp8_tflops, 0, 1e6, false));
   p.shared_memory_bandwidth = p.device_kind == "cpu";
   RETURN_IF_ERROR(device.Flag("shared_memory_bandwidth", &p.shared_memory_bandwidth));
+  p.compute_overlaps_memory = p.device_kind == "gpu";
+  RETURN_IF_ERROR(device.Flag("compute_overlaps_memory", &p.compute_overlaps_memory));
 
   ASSIGN_OR_RETURN(Fields efficiency, top.Object("efficiency", false));
   RETURN_IF_ERROR(efficiency.Number("memory", &p.memory_efficiency, 1e-3, 1.5, false));
   RETURN_IF_ERROR(efficiency.Number("compute", &p.compute_efficiency, 1e-3, 1.5, false));
+  RETURN_IF_ERROR(efficiency.Number("attention", &p.attention_efficiency, 1e-4, 1.5, false));
 
   ASSIGN_OR_RETURN(Fields overheads, top.Object("overheads"));
   RETURN_IF_ERROR(overheads.Number("kernel_launch_us", &p.kernel_launch_us, 0, 1e6));
@@ -187,7 +190,8 @@ Result<HardwareProfile> ParseHardwareProfile(const json& value, const std::strin
 json HardwareProfileJson(const HardwareProfile& p) {
   json device = {{"kind", p.device_kind}, {"memory_gb", p.memory_gb}, {"memory_bandwidth_gb_s", p.memory_bandwidth_gb_s},
                  {"bf16_tflops", p.bf16_tflops}, {"fp8_tflops", p.fp8_tflops},
-                 {"shared_memory_bandwidth", p.shared_memory_bandwidth}};
+                 {"shared_memory_bandwidth", p.shared_memory_bandwidth},
+                 {"compute_overlaps_memory", p.compute_overlaps_memory}};
   if (p.device_kind == "gpu") device["compute_capability"] = p.compute_capability;
   json fabric = {{"gpus_per_node", p.gpus_per_node},
                  {"intra_node",
@@ -207,7 +211,9 @@ json HardwareProfileJson(const HardwareProfile& p) {
   return {{"name", p.name},
           {"description", p.description},
           {"device", device},
-          {"efficiency", {{"memory", p.memory_efficiency}, {"compute", p.compute_efficiency}}},
+          {"efficiency",
+           {{"memory", p.memory_efficiency}, {"compute", p.compute_efficiency},
+            {"attention", p.attention_efficiency}}},
           {"overheads",
            {{"kernel_launch_us", p.kernel_launch_us}, {"kernels_per_layer", p.kernels_per_layer},
             {"step_host_us", p.step_host_us}}},

@@ -52,12 +52,16 @@ struct HardwareProfile {
   double fp8_tflops = 0;             // 0: no FP8
   double memory_efficiency = 1.0;    // achieved / memory_bandwidth_gb_s in weight streaming
   double compute_efficiency = 1.0;   // achieved / peak in GEMMs
+  double attention_efficiency = 1.0; // achieved / memory_bandwidth_gb_s reading the KV cache
   double kernel_launch_us = 0;       // per kernel, exposed when the GPU work is shorter
   int kernels_per_layer = 0;
   double step_host_us = 0;           // per decode step: scheduling, sampling, copies
   // CPU ranks are threads of one process on one memory: they share its bandwidth (a GPU's TP
   // ranks each have their own).
   bool shared_memory_bandwidth = false;
+  // A GPU overlaps a GEMM's weight streaming with its math (time = the larger); the CPU backend's
+  // kernels largely do one after the other (time = the sum).
+  bool compute_overlaps_memory = true;
   int gpus_per_node = 8;
   IntraNodeFabric intra_node;
   std::optional<InterNodeFabric> inter_node;  // absent: TP cannot span nodes

@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# The planner checked against this machine (a benchmark, not a pass/fail test): calibrate a CPU
+# profile on some configurations of the CPU backend, predict others it has not seen, measure
+# those with bench-decode in the same run, and print each prediction's error.
+#
+#   scripts/plan_check.sh [BUILD_DIR] [MODEL]      (defaults: build, small)
+#
+# Calibration: bench-decode TP=1 at batch 1 and 8, context 64; bench-comm all_reduce and
+# all_gather at 2 ranks. Predicted and measured: TP=2 and batch 4 (unseen), context 256 (unseen).
+set -euo pipefail
+REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+BUILD="${1:-$REPO/build}"
+MODEL="${2:-small}"
+TPSERVE="$BUILD/server/tpserve"
+WORK="$(mktemp -d)"
+trap 'rm -rf "$WORK"' EXIT
+STEPS=32
+
+echo "plan_check: $(date -u +%Y-%m-%dT%H:%MZ), model $MODEL (dummy weights), $(nproc) cores" >&2
+"$TPSERVE" bench-decode --model "$MODEL" --load-format dummy --device cpu --tp 1 --batch 1,8 --context 64 \
+  --steps "$STEPS" --json >"$WORK/calibration.json" 2>/dev/null
+"$TPSERVE" bench-comm --collective all_reduce --ranks 2 -b 1K -e 4M -f 2 -n 50 --json >"$WORK/all_reduce.json"
+"$TPSERVE" bench-comm --collective all_gather --ranks 2 -b 64K -e 64M -f 4 -n 10 --json >"$WORK/all_gather.json"
+"$TPSERVE" plan calibrate --bench-decode "$WORK/calibration.json" --bench-comm "$WORK/all_reduce.json" \
+  --bench-comm "$WORK/all_gather.json" --out "$WORK/cpu.json" >&2
+
+POINTS=(--tp "1,2" --batch "1,4" --context "64,256")
+"$TPSERVE" plan --model "$MODEL" --hardware "$WORK/cpu.json" "${POINTS[@]}" --json >"$WORK/predicted.json"
+"$TPSERVE" bench-decode --model "$MODEL" --load-format dummy --device cpu "${POINTS[@]}" --steps "$STEPS" \
+  --json >"$WORK/measured.json" 2>/dev/null
+
+python3 - "$WORK/predicted.json" "$WORK/measured.json" <<'PY'
+import json, sys
+predicted = {(r["tp"], r["batch"], r["context"]): r for r in json.load(open(sys.argv[1]))["rows"]}
+measured = json.load(open(sys.argv[2]))["rows"]
+calibrated = {(1, 1, 64), (1, 8, 64)}
+print(f"{'tp':>3} {'batch':>5} {'context':>7} {'seen':>5} {'predicted_ms':>12} {'measured_ms':>11} {'error':>7}"
+      f"  {'pred comm':>9} {'meas comm':>9}")
+errors = []
+for m in measured:
+    key = (m["tp"], m["batch"], m["context"])
+    p = predicted[key]
+    error = p["step_ms"] / m["step_ms"] - 1
+    seen = key in calibrated
+    if not seen:
+        errors.append(abs(error))
+    pred_comm = p["parts_ms"]["allreduce"] + p["parts_ms"]["logits_gather"]
+    print(f"{key[0]:>3} {key[1]:>5} {key[2]:>7} {'yes' if seen else 'no':>5} {p['step_ms']:>12.2f} {m['step_ms']:>11.2f}"
+          f" {100 * error:>+6.1f}%  {pred_comm:>9.3f} {m['comm_ms']:>9.3f}")
+errors.sort()
+print(f"unseen points: {len(errors)}, median |error| {100 * errors[len(errors) // 2]:.1f}%, "
+      f"worst {100 * errors[-1]:.1f}% (goal: every point within 15%)")
+PY
