@@ -22,6 +22,14 @@ if(NOT TPSERVE_GRPC STREQUAL "OFF")
   endif()
 endif()
 
+# Gloo (Debian's libgloo-dev, the library PyTorch uses for CPU collectives): collectives among CPU
+# ranks in different processes (multi-process tensor parallelism).
+set(TPSERVE_HAVE_GLOO OFF)
+find_package(Gloo CONFIG QUIET)
+if(TARGET gloo)
+  set(TPSERVE_HAVE_GLOO ON)
+endif()
+
 # Open MPI (Debian's libopenmpi-dev): the peer of `bench-comm --peer mpi`, built as its own
 # program (tpserve-mpi-peer) so tpserve itself never links MPI.
 set(TPSERVE_HAVE_MPI OFF)

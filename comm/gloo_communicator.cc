@@ -1,0 +1,130 @@
+#include "comm/gloo_communicator.h"
+
+#include <gloo/allgather.h>
+#include <gloo/barrier.h>
+#include <gloo/broadcast.h>
+#include <gloo/common/error.h>
+#include <gloo/rendezvous/context.h>
+#include <gloo/rendezvous/prefix_store.h>
+#include <gloo/transport/tcp/device.h>
+
+#include <cstring>
+
+namespace tpserve {
+namespace {
+
+// Gloo reports failures (a peer gone, a timeout) by throwing; tpserve returns a Status.
+template <typename Fn>
+Status Guard(const char* what, int rank, Fn&& fn) {
+  try {
+    fn();
+    return Status::Ok();
+  } catch (const std::exception& e) {
+    return Status(StatusCode::kUnavailable, "rank " + std::to_string(rank) + " " + what + " over Gloo: " + e.what());
+  }
+}
+
+}  // namespace
+
+GlooCommunicator::GlooCommunicator(std::shared_ptr<gloo::Context> context, int rank, int world_size,
+                                   std::chrono::milliseconds timeout)
+    : context_(std::move(context)), rank_(rank), world_size_(world_size), timeout_(timeout) {}
+
+GlooCommunicator::~GlooCommunicator() = default;
+
+Result<std::unique_ptr<GlooCommunicator>> GlooCommunicator::Connect(gloo::rendezvous::Store& store, int rank,
+                                                                    int world_size, const GlooOptions& options) {
+  if (world_size < 1 || rank < 0 || rank >= world_size) {
+    return InvalidArgument("Gloo rank " + std::to_string(rank) + " of " + std::to_string(world_size));
+  }
+  std::shared_ptr<gloo::rendezvous::Context> context;
+  RETURN_IF_ERROR(Guard("connect", rank, [&] {
+    gloo::transport::tcp::attr attr;
+    attr.hostname = options.bind_address;
+    auto device = gloo::transport::tcp::CreateDevice(attr);
+    gloo::rendezvous::PrefixStore prefixed(options.prefix, store);
+    context = std::make_shared<gloo::rendezvous::Context>(rank, world_size);
+    context->setTimeout(options.timeout);
+    context->connectFullMesh(prefixed, device);
+  }));
+  return std::unique_ptr<GlooCommunicator>(new GlooCommunicator(context, rank, world_size, options.timeout));
+}
+
+Status GlooCommunicator::AllGather(const float* input, float* output, size_t count) {
+  return Guard("AllGather", rank_, [&] {
+    gloo::AllgatherOptions opts(context_);
+    opts.setInput(const_cast<float*>(input), count);
+    opts.setOutput(output, count * world_size_);
+    opts.setTimeout(timeout_);
+    gloo::allgather(opts);
+  });
+}
+
+Status GlooCommunicator::AllReduceSum(float* data, size_t count) {
+  if (world_size_ == 1) return Status::Ok();
+  gathered_.resize(count * world_size_);
+  RETURN_IF_ERROR(AllGather(data, gathered_.data(), count));
+  // ((r0 + r1) + r2) + ...: the in-process communicator's order, element by element.
+  std::memcpy(data, gathered_.data(), count * sizeof(float));
+  for (int r = 1; r < world_size_; ++r) {
+    const float* part = gathered_.data() + static_cast<size_t>(r) * count;
+    for (size_t i = 0; i < count; ++i) data[i] += part[i];
+  }
+  return Status::Ok();
+}
+
+Status GlooCommunicator::ReduceScatterSum(const float* input, float* output, size_t count) {
+  const size_t per_rank = count * world_size_;
+  std::vector<float> all(per_rank * world_size_);  // every rank's whole input
+  RETURN_IF_ERROR(AllGather(input, all.data(), per_rank));
+  const size_t chunk = static_cast<size_t>(rank_) * count;
+  std::memcpy(output, all.data() + chunk, count * sizeof(float));
+  for (int r = 1; r < world_size_; ++r) {
+    const float* part = all.data() + static_cast<size_t>(r) * per_rank + chunk;
+    for (size_t i = 0; i < count; ++i) output[i] += part[i];
+  }
+  return Status::Ok();
+}
+
+Status GlooCommunicator::Broadcast(float* data, size_t count, int root) {
+  return Guard("Broadcast", rank_, [&] {
+    gloo::BroadcastOptions opts(context_);
+    if (rank_ == root) opts.setInput(data, count);
+    opts.setOutput(data, count);
+    opts.setRoot(root);
+    opts.setTimeout(timeout_);
+    gloo::broadcast(opts);
+  });
+}
+
+Status GlooCommunicator::BroadcastBytes(std::vector<uint8_t>* data, int root) {
+  uint64_t size = data->size();
+  RETURN_IF_ERROR(Guard("Broadcast", rank_, [&] {
+    gloo::BroadcastOptions opts(context_);
+    if (rank_ == root) opts.setInput(&size, 1);
+    opts.setOutput(&size, 1);
+    opts.setRoot(root);
+    opts.setTimeout(timeout_);
+    gloo::broadcast(opts);
+  }));
+  data->resize(size);
+  if (size == 0) return Status::Ok();
+  return Guard("Broadcast", rank_, [&] {
+    gloo::BroadcastOptions opts(context_);
+    if (rank_ == root) opts.setInput(data->data(), data->size());
+    opts.setOutput(data->data(), data->size());
+    opts.setRoot(root);
+    opts.setTimeout(timeout_);
+    gloo::broadcast(opts);
+  });
+}
+
+Status GlooCommunicator::Barrier() {
+  return Guard("Barrier", rank_, [&] {
+    gloo::BarrierOptions opts(context_);
+    opts.setTimeout(timeout_);
+    gloo::barrier(opts);
+  });
+}
+
+}  // namespace tpserve

@@ -1,0 +1,55 @@
+// Collectives among CPU ranks in different processes (or on different nodes), on Gloo (Debian's
+// libgloo, the library PyTorch uses for CPU collectives) over TCP. AllReduce is an AllGather
+// followed by a local sum in rank order, so it keeps comm/communicator.h's contract and gives
+// bitwise the in-process communicator's result: "2 processes at TP=2" equals "TP=2 in one process".
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "comm/communicator.h"
+#include "comm/rendezvous_store.h"
+
+namespace gloo {
+class Context;
+}
+
+namespace tpserve {
+
+struct GlooOptions {
+  std::string bind_address = "127.0.0.1";  // this rank's address, reachable by its peers
+  std::string prefix = "tp";                // keys in the store (one group per prefix)
+  std::chrono::milliseconds timeout{30000}; // connecting, and every collective
+};
+
+class GlooCommunicator final : public Communicator {
+ public:
+  // Meets the other `world_size - 1` ranks through `store` and connects to each (full mesh).
+  static Result<std::unique_ptr<GlooCommunicator>> Connect(gloo::rendezvous::Store& store, int rank, int world_size,
+                                                           const GlooOptions& options);
+  ~GlooCommunicator() override;
+
+  int rank() const override { return rank_; }
+  int world_size() const override { return world_size_; }
+
+  Status AllReduceSum(float* data, size_t count) override;
+  Status AllGather(const float* input, float* output, size_t count) override;
+  Status ReduceScatterSum(const float* input, float* output, size_t count) override;
+  Status Broadcast(float* data, size_t count, int root) override;
+  Status Barrier() override;
+
+  // Bytes, for the leader's step plans: `data` holds `size` bytes on root; every rank gets them.
+  Status BroadcastBytes(std::vector<uint8_t>* data, int root);
+
+ private:
+  GlooCommunicator(std::shared_ptr<gloo::Context> context, int rank, int world_size, std::chrono::milliseconds timeout);
+
+  std::shared_ptr<gloo::Context> context_;
+  int rank_, world_size_;
+  std::chrono::milliseconds timeout_;
+  std::vector<float> gathered_;  // [world_size * count] scratch of AllReduce / ReduceScatter
+};
+
+}  // namespace tpserve

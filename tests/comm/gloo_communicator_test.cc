@@ -1,0 +1,129 @@
+// Ranks in different "processes" (threads with their own Gloo contexts, meeting through the real
+// TCP rendezvous on loopback): every collective gives bitwise what the in-process communicator
+// gives on the same inputs, and a rank that never comes is a timely error, not a hang.
+#include "comm/gloo_communicator.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <random>
+#include <thread>
+
+#include "comm/in_process_communicator.h"
+
+namespace tpserve {
+namespace {
+
+using ::testing::HasSubstr;
+
+std::vector<float> Inputs(int rank, size_t count) {
+  std::mt19937 rng(100 + rank);
+  std::normal_distribution<float> normal(0.0f, 3.0f);
+  std::vector<float> v(count);
+  for (float& x : v) x = normal(rng);
+  return v;
+}
+
+// Runs fn(rank, comm) on `world` threads, each with its own Gloo communicator.
+template <typename Fn>
+void OnGlooRanks(int world, const std::string& prefix, Fn&& fn) {
+  auto server = RendezvousServer::Start("127.0.0.1", 0);
+  ASSERT_TRUE(server.ok()) << server.status().ToString();
+  std::vector<std::thread> threads;
+  for (int r = 0; r < world; ++r) {
+    threads.emplace_back([&, r] {
+      auto store = RendezvousClient::Connect("127.0.0.1", (*server)->port(), std::chrono::seconds(20));
+      ASSERT_TRUE(store.ok()) << store.status().ToString();
+      auto comm = GlooCommunicator::Connect(**store, r, world, {.prefix = prefix});
+      ASSERT_TRUE(comm.ok()) << comm.status().ToString();
+      fn(r, **comm);
+    });
+  }
+  for (auto& t : threads) t.join();
+}
+
+TEST(GlooCommunicator, EveryCollectiveEqualsTheInProcessOneBitwise) {
+  for (int world : {2, 4}) {
+    const size_t count = 1000 + world;  // not a multiple of anything
+    // The reference: the same inputs through the in-process communicator.
+    std::vector<std::vector<float>> want(world);
+    {
+      auto group = InProcessCommunicator::CreateGroup(world);
+      std::vector<std::thread> threads;
+      for (int r = 0; r < world; ++r) {
+        threads.emplace_back([&, r] {
+          want[r] = Inputs(r, count);
+          ASSERT_TRUE(group[r]->AllReduceSum(want[r].data(), count).ok());
+        });
+      }
+      for (auto& t : threads) t.join();
+    }
+    OnGlooRanks(world, "w" + std::to_string(world), [&](int r, GlooCommunicator& comm) {
+      std::vector<float> data = Inputs(r, count);
+      ASSERT_TRUE(comm.AllReduceSum(data.data(), count).ok());
+      EXPECT_EQ(data, want[r]) << "AllReduce, rank " << r << " of " << world;
+
+      const std::vector<float> mine = Inputs(r, count);
+      std::vector<float> gathered(count * world);
+      ASSERT_TRUE(comm.AllGather(mine.data(), gathered.data(), count).ok());
+      for (int q = 0; q < world; ++q) {
+        EXPECT_TRUE(std::equal(gathered.begin() + q * count, gathered.begin() + (q + 1) * count, Inputs(q, count).begin()))
+            << "AllGather chunk " << q;
+      }
+      // ReduceScatter: chunk r of the rank-ordered sum of every rank's [world * count] input.
+      std::vector<float> input(count * world), chunk(count);
+      for (size_t i = 0; i < input.size(); ++i) input[i] = static_cast<float>((r + 1) * (i % 13)) * 0.25f;
+      ASSERT_TRUE(comm.ReduceScatterSum(input.data(), chunk.data(), count).ok());
+      for (size_t i = 0; i < count; ++i) {
+        float sum = 0;
+        for (int q = 0; q < world; ++q) sum += static_cast<float>((q + 1) * ((r * count + i) % 13)) * 0.25f;
+        ASSERT_EQ(chunk[i], sum) << "ReduceScatter element " << i;
+      }
+      std::vector<float> broadcast = r == 1 ? Inputs(7, 33) : std::vector<float>(33, 0.0f);
+      ASSERT_TRUE(comm.Broadcast(broadcast.data(), 33, 1).ok());
+      EXPECT_EQ(broadcast, Inputs(7, 33));
+      std::vector<uint8_t> bytes = r == 0 ? std::vector<uint8_t>{1, 2, 3, 250} : std::vector<uint8_t>{};
+      ASSERT_TRUE(comm.BroadcastBytes(&bytes, 0).ok());
+      EXPECT_EQ(bytes, (std::vector<uint8_t>{1, 2, 3, 250}));
+      EXPECT_TRUE(comm.Barrier().ok());
+    });
+  }
+}
+
+TEST(GlooCommunicator, AMemberThatNeverComesIsATimelyError) {
+  auto server = RendezvousServer::Start("127.0.0.1", 0);
+  ASSERT_TRUE(server.ok());
+  auto store = RendezvousClient::Connect("127.0.0.1", (*server)->port(), std::chrono::milliseconds(800));
+  ASSERT_TRUE(store.ok());
+  const auto start = std::chrono::steady_clock::now();
+  auto comm = GlooCommunicator::Connect(**store, 0, 2, {.prefix = "lonely", .timeout = std::chrono::milliseconds(800)});
+  ASSERT_FALSE(comm.ok());
+  EXPECT_EQ(comm.status().code(), StatusCode::kUnavailable);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
+}
+
+TEST(Rendezvous, NoLeaderIsAnErrorNamingTheAddressAndGetsWaitForSets) {
+  auto none = RendezvousClient::Connect("127.0.0.1", 1, std::chrono::milliseconds(200));
+  ASSERT_FALSE(none.ok());
+  EXPECT_THAT(none.status().message(), HasSubstr("no leader at 127.0.0.1:1"));
+
+  auto server = RendezvousServer::Start("127.0.0.1", 0);
+  ASSERT_TRUE(server.ok());
+  auto a = RendezvousClient::Connect("127.0.0.1", (*server)->port(), std::chrono::seconds(5));
+  auto b = RendezvousClient::Connect("127.0.0.1", (*server)->port(), std::chrono::seconds(5));
+  ASSERT_TRUE(a.ok() && b.ok());
+  std::thread later([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    EXPECT_TRUE((*a)->Set("member/1", "llama-3-8b tp=2").ok());
+  });
+  auto value = (*b)->Get("member/1", std::chrono::seconds(5));  // waits for the set
+  later.join();
+  ASSERT_TRUE(value.ok()) << value.status().ToString();
+  EXPECT_EQ(*value, "llama-3-8b tp=2");
+  auto missing = (*b)->Get("member/9", std::chrono::milliseconds(100));
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.status().code(), StatusCode::kDeadlineExceeded);
+}
+
+}  // namespace
+}  // namespace tpserve
