@@ -23,6 +23,7 @@ struct MembershipFlags {
 };
 
 struct GroupMembership {
+  GroupMembership() = default;  // not an aggregate: GCC 12 misreads designated initializers around it
   int members = 1;        // "nodes": processes in the group (two may share a machine)
   int member = 0;         // this process's index; 0 is the leader
   std::string host;       // the leader's address

@@ -9,13 +9,14 @@
 #include "kernels/cuda_module.h"
 #include "model/cuda_backend.h"
 #include "model/decoder.h"
+#include "model/process_group.h"
 #include "model/weight_layout.h"
 
 namespace tpserve {
 
 struct Engine::Rank {
   // CPU backend only (the CUDA decoder owns its communicator, streams and KV blocks):
-  std::unique_ptr<InProcessCommunicator> comm;
+  std::unique_ptr<Communicator> comm;
   std::unique_ptr<cpu::ThreadPool> pool;
   std::unique_ptr<RankKvCache> kv_cache;
   std::unique_ptr<RankDecoder> decoder;
@@ -40,8 +41,11 @@ Result<std::unique_ptr<Engine>> Engine::Create(const ModelDirectory& model,
   if (options.block_size < 1) return InvalidArgument("--block-size must be at least 1");
   if (options.kv_cache_mb < 0) return InvalidArgument("--kv-cache-mb must not be negative");
   std::unique_ptr<Engine> engine(new Engine(c, options));
+  if (options.group.distributed() && options.device == DeviceKind::kCuda) {
+    return Unimplemented("multi-process TP runs the CPU backend in this build (--device cpu)");
+  }
   RETURN_IF_ERROR(options.device == DeviceKind::kCuda ? engine->CreateCudaRanks(model) : engine->CreateCpuRanks(model));
-  for (int r = 0; r < options.tp; ++r) {
+  for (int r = 0; r < static_cast<int>(engine->ranks_.size()); ++r) {
     engine->threads_.emplace_back([e = engine.get(), r] {
       // Named so profilers (and bench_serve's CPU accounting) can tell engine threads apart.
       pthread_setname_np(pthread_self(), ("tps-rank" + std::to_string(r)).c_str());
@@ -58,9 +62,15 @@ Status Engine::CreateCpuRanks(const ModelDirectory& model) {
     return InvalidArgument(std::string("--linear-kernel ") + cpu::LinearKernelName(options.linear_kernel) +
                            " does not run on this CPU");
   }
+  const GroupMembership& group = options.group;
+  if (group.distributed() && group.tp != options.tp) {
+    return InvalidArgument("--tp " + std::to_string(options.tp) + " differs from the group's " + std::to_string(group.tp));
+  }
+  const int local_ranks = group.distributed() ? group.local_ranks : options.tp;
+  const int first_rank = group.distributed() ? group.first_rank : 0;
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   const int threads = options.threads > 0 ? options.threads : cores;
-  threads_per_rank_ = std::max(1, threads / options.tp);
+  threads_per_rank_ = std::max(1, threads / local_ranks);
 
   const RankShape shape0 = ShapeForRank(c, 0, options.tp);
   const size_t block_bytes =
@@ -75,13 +85,31 @@ Status Engine::CreateCpuRanks(const ModelDirectory& model) {
   }
   block_pool_ = std::make_unique<KvBlockPool>(num_blocks);
 
-  auto comms = InProcessCommunicator::CreateGroup(options.tp);
-  for (int r = 0; r < options.tp; ++r) {
+  std::vector<std::unique_ptr<Communicator>> comms;
+  if (group.distributed()) {
+    // Every member must run the same model, shapes and flags (the leader's plans address its KV
+    // blocks and its ranks' slices).
+    const std::string fingerprint =
+        "model " + model.config.architecture_name + " hidden " + std::to_string(c.hidden_size) + " ffn " +
+        std::to_string(c.intermediate_size) + " layers " + std::to_string(c.num_layers) + " heads " +
+        std::to_string(c.num_heads) + "/" + std::to_string(c.num_kv_heads) + " vocab " + std::to_string(c.vocab_size) +
+        " parameters " + std::to_string(c.ParameterCount()) + " tensors " +
+        std::to_string(model.checkpoint.TensorNames().size()) + (model.path.rfind("dummy:", 0) == 0 ? " " + model.path : "") +
+        "; tp " + std::to_string(options.tp) + "; block_size " + std::to_string(options.block_size) + "; kv_blocks " +
+        std::to_string(num_blocks) + "; linear_kernel " + cpu::LinearKernelName(options.linear_kernel);
+    ASSIGN_OR_RETURN(process_group_, ProcessGroup::Join(group, fingerprint, options.bind_address,
+                                                        std::chrono::milliseconds(options.group_timeout_ms)));
+    ASSIGN_OR_RETURN(comms, process_group_->ConnectRanks());
+  } else {
+    for (auto& comm : InProcessCommunicator::CreateGroup(options.tp)) comms.push_back(std::move(comm));
+  }
+  for (int local = 0; local < local_ranks; ++local) {
+    const int r = first_rank + local;
     auto rank = std::make_unique<Rank>();
     ASSIGN_OR_RETURN(RankWeights weights, LoadRankWeights(model.checkpoint, c, r, options.tp));
     ArrangeProjections(options.linear_kernel, &weights);
     weight_bytes_per_rank_ = weights.Bytes();
-    rank->comm = std::move(comms[r]);
+    rank->comm = std::move(comms[local]);
     rank->pool = std::make_unique<cpu::ThreadPool>(threads_per_rank_);
     rank->kv_cache = std::make_unique<RankKvCache>(c.num_layers, num_blocks, options.block_size,
                                                    weights.shape.kv_heads, c.head_dim);
@@ -134,12 +162,40 @@ Status Engine::CreateCudaRanks(const ModelDirectory& model) {
 }
 
 Engine::~Engine() {
+  if (process_group_ != nullptr && process_group_->membership().leader()) process_group_->SendShutdown();
   {
     std::lock_guard<std::mutex> lock(mutex_);
     stop_ = true;
   }
   work_ready_.notify_all();
   for (auto& thread : threads_) thread.join();
+}
+
+Status Engine::RunRanks(const StepPlan& plan) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    plan_ = &plan;
+    finished_ = 0;
+    ++generation_;
+  }
+  work_ready_.notify_all();
+  {
+    std::unique_lock<std::mutex> lock(mutex_);
+    work_done_.wait(lock, [&] { return finished_ == static_cast<int>(ranks_.size()); });
+  }
+  for (const auto& rank : ranks_) RETURN_IF_ERROR(rank->status);
+  return Status::Ok();
+}
+
+bool Engine::follower() const { return process_group_ != nullptr && !process_group_->membership().leader(); }
+
+Status Engine::RunFollower() {
+  if (!follower()) return FailedPrecondition("RunFollower: this engine is not a follower of a multi-process group");
+  while (true) {
+    ASSIGN_OR_RETURN(std::optional<StepPlan> plan, process_group_->ReceivePlan());
+    if (!plan) return Status::Ok();  // the leader shut down
+    RETURN_IF_ERROR(RunRanks(*plan));
+  }
 }
 
 void Engine::set_trace(bool on) {
@@ -158,7 +214,7 @@ void Engine::RankLoop(int r) {
       seen = generation_;
       plan = plan_;
     }
-    rank.trace = RankTrace{.rank = r};
+    rank.trace = RankTrace{.rank = rank.decoder->shape().rank};
     rank.status = rank.decoder->Forward(*plan, &rank.logits, &rank.trace);
     {
       std::lock_guard<std::mutex> lock(mutex_);
@@ -235,21 +291,14 @@ Result<StepResult> Engine::Step(const StepPlan& plan) {
     ranks_trace_ = per_op;
   }
   const auto start = std::chrono::steady_clock::now();
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    plan_ = &plan;
-    finished_ = 0;
-    ++generation_;
-  }
-  work_ready_.notify_all();
-  {
-    std::unique_lock<std::mutex> lock(mutex_);
-    work_done_.wait(lock, [&] { return finished_ == options_.tp; });
-  }
-  for (const auto& rank : ranks_) RETURN_IF_ERROR(rank->status);
-
   StepResult result;
   StepTrace& trace = result.trace;
+  if (process_group_ != nullptr) {
+    // The followers' ranks need the plan before this process's ranks reach their first collective.
+    RETURN_IF_ERROR(process_group_->SendPlan(plan));
+    trace.plan_send_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count();
+  }
+  RETURN_IF_ERROR(RunRanks(plan));
   trace.step_id = plan.step_id;
   trace.batch_size = static_cast<int>(plan.sequences.size());
   trace.per_op = per_op;

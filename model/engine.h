@@ -9,6 +9,7 @@
 #include <thread>
 #include <vector>
 
+#include "comm/group_membership.h"
 #include "common/status.h"
 #include "kernels/cpu/linear.h"
 #include "kernels/cpu/thread_pool.h"
@@ -18,6 +19,8 @@
 #include "model/step_plan.h"
 
 namespace tpserve {
+
+class ProcessGroup;
 
 struct EngineOptions {
   // Resolved before Create (ResolveDevice): kCpu or kCuda. The command line's default is auto.
@@ -32,6 +35,13 @@ struct EngineOptions {
   double gpu_memory_utilization = 0.9;  // CUDA: share of each GPU's memory tpserve may fill
   bool share_gpu = false;               // CUDA: every rank on one GPU (tests; rank-order sums)
   int collective_timeout_ms = 60000;    // CUDA: a step that has not finished by then fails
+  // Multi-process TP (CPU backend): with group.distributed(), this process runs global ranks
+  // [group.first_rank, group.first_rank + group.local_ranks) of group.tp, and the leader sends
+  // every step's plan to the others (model/process_group.h).
+  GroupMembership group;
+  MembershipFlags membership;  // as the command line gave them; CreateEngineOnDevice resolves `group`
+  std::string bind_address = "127.0.0.1";  // this member's Gloo address, reachable by the others
+  int group_timeout_ms = 30000;            // joining, and every collective between processes
   bool trace = true;       // per-op timing in the step trace
   int trace_every = 1;     // with trace: per-op timing in every Nth step only (the others: totals)
   // StepResult::logits for every row (tests, tools). false lets a backend that samples on the
@@ -57,6 +67,11 @@ class Engine {
   // Per-op timing in the step trace on or off (EngineOptions::trace), between steps.
   void set_trace(bool on);
 
+  // A follower of a multi-process group runs the leader's plans until the leader shuts down
+  // (Ok) or the group fails (an error); it has no scheduler and calls no Step.
+  bool follower() const;
+  Status RunFollower();
+
   KvBlockPool& block_pool() { return *block_pool_; }
   int block_size() const { return options_.block_size; }
   int tp() const { return options_.tp; }
@@ -67,6 +82,8 @@ class Engine {
  private:
   struct Rank;
   Engine(const ModelConfig& config, const EngineOptions& options);
+  // Hands `plan` to this process's rank threads and waits for them; the first error.
+  Status RunRanks(const StepPlan& plan);
   Status CreateCpuRanks(const ModelDirectory& model);
   Status CreateCudaRanks(const ModelDirectory& model);
   void RankLoop(int rank);
@@ -78,6 +95,7 @@ class Engine {
   int threads_per_rank_ = 1;
   size_t weight_bytes_per_rank_ = 0;
   std::unique_ptr<KvBlockPool> block_pool_;
+  std::unique_ptr<ProcessGroup> process_group_;  // multi-process TP only
   std::vector<std::unique_ptr<Rank>> ranks_;
   std::vector<std::thread> threads_;
   std::vector<float> unpadded_logits_;  // [rows, vocab_size] when the vocabulary is padded; lent out

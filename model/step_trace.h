@@ -73,6 +73,7 @@ struct StepTrace {
   int batch_size = 0;       // sequences in the step
   bool per_op = true;       // the ranks recorded every op (false: only their totals; --trace-every)
   int64_t step_ns = 0;      // engine wall time for the step (plan handed out -> results back)
+  int64_t plan_send_ns = 0; // multi-process TP: the leader sending this plan to its followers
   std::vector<RankTrace> ranks;
 
   int SlowestRank() const;

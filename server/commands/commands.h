@@ -38,8 +38,12 @@ void AddModelFlags(CLI::App* cmd, ModelSource* model);
 // with the real CUDA probe, logging auto's fallback.
 void AddDeviceFlag(CLI::App* cmd, DeviceKind* device);
 Result<DeviceKind> ResolveDevice(DeviceKind requested);
-// Engine::Create after ResolveDevice.
+// Engine::Create after resolving the group membership (flags, then LeaderWorkerSet / torchrun
+// variables) and the device.
 Result<std::unique_ptr<Engine>> CreateEngineOnDevice(const ModelDirectory& model, EngineOptions options);
+
+// A multi-process follower's whole life: the leader's steps until it shuts down. The exit code.
+int RunFollowerUntilShutdown(const char* command, Engine& engine);
 
 // A --linear-kernel value; throws CLI::ValidationError naming the flag when it is unknown or does
 // not run on this CPU.

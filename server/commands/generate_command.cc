@@ -54,6 +54,7 @@ int Run(const GenerateOptions& options) {
     spdlog::error("generate: {}", engine.status().ToString());
     return 1;
   }
+  if ((*engine)->follower()) return RunFollowerUntilShutdown("generate", **engine);
   spdlog::info("generate: {} on tp={} ({} threads per rank), {} prompt tokens, batch {}",
                model->config.architecture_name, options.engine.tp, (*engine)->threads_per_rank(),
                prompt->size(), options.batch);
@@ -133,8 +134,29 @@ Result<DeviceKind> ResolveDevice(DeviceKind requested) {
 }
 
 Result<std::unique_ptr<Engine>> CreateEngineOnDevice(const ModelDirectory& model, EngineOptions options) {
+  MembershipFlags flags = options.membership;
+  if (options.tp != 1) flags.tp = options.tp;  // else: one rank per member
+  ASSIGN_OR_RETURN(options.group, ResolveMembership(flags, MembershipEnvironment()));
+  if (options.group.distributed()) {
+    spdlog::info("multi-process TP from {}: member {} of {}{}, ranks {}..{} of {}", options.group.source,
+                 options.group.member, options.group.members, options.group.leader() ? " (leader)" : "",
+                 options.group.first_rank, options.group.first_rank + options.group.local_ranks - 1, options.group.tp);
+    options.tp = options.group.tp;
+    if (options.device == DeviceKind::kAuto) options.device = DeviceKind::kCpu;  // the CPU path spans processes
+  }
   ASSIGN_OR_RETURN(options.device, ResolveDevice(options.device));
   return Engine::Create(model, options);
+}
+
+int RunFollowerUntilShutdown(const char* command, Engine& engine) {
+  spdlog::info("{}: following the leader's steps", command);
+  const Status status = engine.RunFollower();
+  if (!status.ok()) {
+    spdlog::error("{}: the group failed: {}", command, status.ToString());
+    return 1;
+  }
+  spdlog::info("{}: the leader shut down", command);
+  return 0;
 }
 
 void AddModelFlags(CLI::App* cmd, ModelSource* model) {
@@ -177,7 +199,19 @@ void AddDeviceFlag(CLI::App* cmd, DeviceKind* device) {
 void AddEngineFlags(CLI::App* cmd, EngineOptions* engine) {
   engine->return_logits = false;  // the commands use the sampled tokens only
   AddDeviceFlag(cmd, &engine->device);
-  cmd->add_option("--tp", engine->tp, "Tensor-parallel degree (ranks)")->capture_default_str();
+  cmd->add_option("--tp", engine->tp, "Tensor-parallel degree (ranks, all processes together)")->capture_default_str();
+  cmd->add_option_function<int>("--nnodes", [engine](int n) { engine->membership.nnodes = n; },
+                                "Processes in the group (multi-process TP; also from LeaderWorkerSet or torchrun variables)");
+  cmd->add_option_function<int>("--node-rank", [engine](int i) { engine->membership.node_rank = i; },
+                                "This process's index in the group (0: the leader)");
+  cmd->add_option_function<std::string>("--rendezvous", [engine](const std::string& s) { engine->membership.rendezvous = s; },
+                                        "HOST:PORT where the leader meets the group");
+  cmd->add_option("--bind-address", engine->bind_address, "This process's address for its Gloo connections")
+      ->capture_default_str();
+  cmd->add_option("--group-timeout-ms", engine->group_timeout_ms,
+                  "Joining the group and every collective between processes; a peer slower than this fails the step")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   cmd->add_option("--threads", engine->threads,
                   "Compute threads in all, shared out among ranks (0: every core)")
       ->capture_default_str();

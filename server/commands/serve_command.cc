@@ -68,6 +68,7 @@ int Run(const ServeOptions& options) {
     spdlog::error("serve: {}", engine.status().ToString());
     return 1;
   }
+  if ((*engine)->follower()) return RunFollowerUntilShutdown("serve", **engine);
   EngineLoopOptions loop_options = options.loop;
   if (loop_options.max_model_len <= 0 || loop_options.max_model_len > model->config.max_position_embeddings) {
     loop_options.max_model_len = model->config.max_position_embeddings;

@@ -1,0 +1,46 @@
+// The members of a tensor-parallel group that spans processes (GroupMembership): they meet at the
+// leader's rendezvous, check that each loaded the same model, shapes and flags (a mismatch is a
+// clear error on every member), connect one Gloo communicator per rank, and keep a control channel
+// on which the leader sends each step's plan (step_plan_wire) and, at the end, a shutdown.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "comm/communicator.h"
+#include "comm/group_membership.h"
+#include "common/status.h"
+#include "model/step_plan.h"
+
+namespace tpserve {
+
+class ProcessGroup {
+ public:
+  // `fingerprint`: what must be equal on every member (model shape, TP, KV blocks, kernels).
+  // `bind_address`: where this member's Gloo connections listen (reachable by the others).
+  static Result<std::unique_ptr<ProcessGroup>> Join(const GroupMembership& membership, const std::string& fingerprint,
+                                                    const std::string& bind_address, std::chrono::milliseconds timeout);
+  ~ProcessGroup();
+
+  // One communicator per rank of this member (global ranks first_rank ...), connected to every
+  // other rank of the group.
+  Result<std::vector<std::unique_ptr<Communicator>>> ConnectRanks();
+
+  // Leader: sends the plan to every follower. Follower: the next plan, or nullopt at shutdown.
+  Status SendPlan(const StepPlan& plan);
+  Result<std::optional<StepPlan>> ReceivePlan();
+  void SendShutdown();  // leader, best effort
+
+  const GroupMembership& membership() const { return membership_; }
+
+ private:
+  struct Impl;
+  explicit ProcessGroup(const GroupMembership& membership);
+  GroupMembership membership_;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace tpserve
