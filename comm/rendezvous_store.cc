@@ -58,6 +58,18 @@ bool SendBytes(int fd, const void* data, uint32_t size) {
   return SendAll(fd, &size, sizeof(size)) && (size == 0 || SendAll(fd, data, size));
 }
 
+// Retrying a connect to a local port nobody listens on can end in TCP's simultaneous open with
+// itself (the kernel picked the same port as the source): a connection to nobody.
+bool ConnectedToItself(int fd) {
+  sockaddr_storage local{}, peer{};
+  socklen_t local_length = sizeof(local), peer_length = sizeof(peer);
+  if (::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &local_length) != 0 ||
+      ::getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &peer_length) != 0) {
+    return false;
+  }
+  return local_length == peer_length && std::memcmp(&local, &peer, local_length) == 0;
+}
+
 Result<addrinfo*> Resolve(const std::string& host, int port, bool passive) {
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
@@ -171,7 +183,7 @@ Result<std::unique_ptr<RendezvousClient>> RendezvousClient::Connect(const std::s
     for (addrinfo* a = addresses; a != nullptr; a = a->ai_next) {
       const int fd = ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
       if (fd < 0) continue;
-      if (::connect(fd, a->ai_addr, a->ai_addrlen) == 0) {
+      if (::connect(fd, a->ai_addr, a->ai_addrlen) == 0 && !ConnectedToItself(fd)) {
         ::freeaddrinfo(addresses);
         const int one = 1;
         ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));

@@ -1,0 +1,108 @@
+#!/usr/bin/env python3
+"""Multi-process tensor parallelism on loopback, with real processes: members give the same tokens
+and logprobs as one process at the same TP; a mismatched member is refused on both sides; a killed
+follower fails the leader quickly, and a killed leader ends its followers.
+
+    multiprocess_test.py TPSERVE_BINARY
+"""
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+TPSERVE = sys.argv[1]
+COMMON = ["generate", "--model", "tiny", "--load-format", "dummy", "--device", "cpu", "--prompt",
+          "The capital of France is", "--logprobs", "2", "--json"]
+failures = []
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def check(condition, what):
+    print(("ok   " if condition else "FAIL ") + what, flush=True)
+    if not condition:
+        failures.append(what)
+
+
+def group(members, tp, extra=(), follower_extra=(), max_tokens=16):
+    """Starts followers 1..members-1, then runs the leader; returns (leader result, follower procs)."""
+    port = free_port()
+    flags = lambda i: ["--tp", str(tp), "--nnodes", str(members), "--node-rank", str(i), "--rendezvous",
+                       f"127.0.0.1:{port}", "--group-timeout-ms", "10000"]
+    followers = [subprocess.Popen([TPSERVE, *COMMON, "--max-tokens", str(max_tokens), *flags(i), *follower_extra],
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                 for i in range(1, members)]
+    leader = subprocess.run([TPSERVE, *COMMON, "--max-tokens", str(max_tokens), *flags(0), *extra],
+                            capture_output=True, text=True, timeout=120)
+    return leader, followers
+
+
+def outputs(stdout):
+    return json.loads(stdout)["outputs"]
+
+
+for members in (2, 4):
+    single = subprocess.run([TPSERVE, *COMMON, "--max-tokens", "16", "--tp", str(members)],
+                            capture_output=True, text=True, timeout=120, check=True)
+    leader, followers = group(members, members)
+    codes = [f.wait(timeout=60) for f in followers]
+    check(leader.returncode == 0, f"{members} members: the leader finished ({leader.stderr[-300:]!r})")
+    check(codes == [0] * (members - 1), f"{members} members: every follower exited 0 at shutdown ({codes})")
+    if leader.returncode == 0:
+        check(outputs(leader.stdout) == outputs(single.stdout),
+              f"{members} processes x 1 rank: the same tokens and logprobs as one process at TP={members}")
+
+# A member that loaded something else is refused, with the difference on both sides.
+leader, followers = group(2, 2, follower_extra=["--block-size", "8"])
+follower_err = followers[0].communicate(timeout=60)[1]
+check(leader.returncode != 0 and "different model or flags" in leader.stderr,
+      "a mismatched follower: the leader refuses it by name")
+check(followers[0].returncode != 0 and "different model or flags" in follower_err,
+      "a mismatched follower: the follower says why too")
+
+# A follower killed mid-stream: the leader fails within the timeout, with a non-zero exit.
+port = free_port()
+flags = lambda i: ["--tp", "2", "--nnodes", "2", "--node-rank", str(i), "--rendezvous", f"127.0.0.1:{port}",
+                   "--group-timeout-ms", "5000"]
+LONG = ["--max-tokens", "2000", "--batch", "16", "--ignore-eos"]  # ~10 s of decoding here
+follower = subprocess.Popen([TPSERVE, *COMMON, *LONG, *flags(1)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            text=True)
+leader = subprocess.Popen([TPSERVE, *COMMON, *LONG, *flags(0)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                          text=True)
+time.sleep(3)
+check(leader.poll() is None, "a killed follower: the leader was still decoding when the follower was killed")
+follower.send_signal(signal.SIGKILL)
+killed_at = time.monotonic()
+try:
+    leader_err = leader.communicate(timeout=30)[1]
+    check(leader.returncode != 0, f"a killed follower: the leader exits non-zero ({leader.returncode})")
+    check(time.monotonic() - killed_at < 15, f"... within {time.monotonic() - killed_at:.1f} s of the kill")
+    check("Gloo" in leader_err or "UNAVAILABLE" in leader_err, "... saying the group failed")
+except subprocess.TimeoutExpired:
+    leader.kill()
+    check(False, "a killed follower: the leader hung")
+
+# A leader killed mid-stream: the follower exits.
+port = free_port()
+follower = subprocess.Popen([TPSERVE, *COMMON, *LONG, *flags(1)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            text=True)
+leader = subprocess.Popen([TPSERVE, *COMMON, *LONG, *flags(0)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+time.sleep(3)
+check(follower.poll() is None, "a killed leader: the follower was still following when the leader was killed")
+leader.send_signal(signal.SIGKILL)
+try:
+    follower.communicate(timeout=30)
+    check(follower.returncode != 0, f"a killed leader: the follower exits non-zero ({follower.returncode})")
+except subprocess.TimeoutExpired:
+    follower.kill()
+    check(False, "a killed leader: the follower hung")
+
+print("multiprocess: " + ("all passed" if not failures else f"{len(failures)} failed"))
+sys.exit(1 if failures else 0)
