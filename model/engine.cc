@@ -96,7 +96,8 @@ Status Engine::CreateCpuRanks(const ModelDirectory& model) {
         " parameters " + std::to_string(c.ParameterCount()) + " tensors " +
         std::to_string(model.checkpoint.TensorNames().size()) + (model.path.rfind("dummy:", 0) == 0 ? " " + model.path : "") +
         "; tp " + std::to_string(options.tp) + "; block_size " + std::to_string(options.block_size) + "; kv_blocks " +
-        std::to_string(num_blocks) + "; linear_kernel " + cpu::LinearKernelName(options.linear_kernel);
+        std::to_string(num_blocks) + "; linear_kernel " + cpu::LinearKernelName(options.linear_kernel) +
+        "; group_timeout_ms " + std::to_string(options.group_timeout_ms);
     ASSIGN_OR_RETURN(process_group_, ProcessGroup::Join(group, fingerprint, options.bind_address,
                                                         std::chrono::milliseconds(options.group_timeout_ms)));
     ASSIGN_OR_RETURN(comms, process_group_->ConnectRanks());

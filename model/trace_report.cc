@@ -86,6 +86,16 @@ std::string FormatProfile(const std::vector<StepTrace>& steps) {
                 "step time\n",
                 batch, 100 * summary.comm_share, 100 * summary.host_share);
   out += line;
+  std::vector<double> plan_send_us;  // multi-process TP: the leader sending each plan
+  for (const StepTrace& step : steps) {
+    if (step.plan_send_ns > 0 && IsDecodeOnly(step)) plan_send_us.push_back(step.plan_send_ns * 1e-3);
+  }
+  if (!plan_send_us.empty()) {
+    std::sort(plan_send_us.begin(), plan_send_us.end());
+    std::snprintf(line, sizeof(line), "plan sent to the followers: median %.1f us per decode step (host time)\n",
+                  plan_send_us[plan_send_us.size() / 2]);
+    out += line;
+  }
   std::vector<std::pair<OpKind, int64_t>> ranked(op_ns.begin(), op_ns.end());
   std::sort(ranked.begin(), ranked.end(), [](auto& a, auto& b) { return a.second > b.second; });
   out += "  op                     ms/step   share\n";
