@@ -8,6 +8,7 @@
 #include <gloo/rendezvous/prefix_store.h>
 #include <gloo/transport/tcp/device.h>
 
+#include <algorithm>
 #include <cstring>
 
 namespace tpserve {
@@ -97,14 +98,15 @@ Status GlooCommunicator::Broadcast(float* data, size_t count, int root) {
   });
 }
 
-Status GlooCommunicator::BroadcastBytes(std::vector<uint8_t>* data, int root) {
+Status GlooCommunicator::BroadcastBytes(std::vector<uint8_t>* data, int root, std::chrono::milliseconds timeout) {
+  const std::chrono::milliseconds limit = std::min(timeout, timeout_);
   uint64_t size = data->size();
   RETURN_IF_ERROR(Guard("Broadcast", rank_, [&] {
     gloo::BroadcastOptions opts(context_);
     if (rank_ == root) opts.setInput(&size, 1);
     opts.setOutput(&size, 1);
     opts.setRoot(root);
-    opts.setTimeout(timeout_);
+    opts.setTimeout(limit);
     gloo::broadcast(opts);
   }));
   data->resize(size);
@@ -114,7 +116,7 @@ Status GlooCommunicator::BroadcastBytes(std::vector<uint8_t>* data, int root) {
     if (rank_ == root) opts.setInput(data->data(), data->size());
     opts.setOutput(data->data(), data->size());
     opts.setRoot(root);
-    opts.setTimeout(timeout_);
+    opts.setTimeout(limit);
     gloo::broadcast(opts);
   });
 }

@@ -41,7 +41,9 @@ class GlooCommunicator final : public Communicator {
   Status Barrier() override;
 
   // Bytes, for the leader's step plans: `data` holds `size` bytes on root; every rank gets them.
-  Status BroadcastBytes(std::vector<uint8_t>* data, int root);
+  // `timeout`: this call's, when shorter than the communicator's.
+  Status BroadcastBytes(std::vector<uint8_t>* data, int root,
+                        std::chrono::milliseconds timeout = std::chrono::milliseconds::max());
 
  private:
   GlooCommunicator(std::shared_ptr<gloo::Context> context, int rank, int world_size, std::chrono::milliseconds timeout);

@@ -19,6 +19,7 @@ struct ProcessGroup::Impl {
   std::string bind_address;
   std::chrono::milliseconds timeout{30000};
   std::vector<uint8_t> wire;  // the encoded plan, reused
+  bool ready = false;         // every rank connected: the followers are in their plan loop
 };
 
 ProcessGroup::ProcessGroup(const GroupMembership& membership)
@@ -41,6 +42,8 @@ Result<std::unique_ptr<ProcessGroup>> ProcessGroup::Join(const GroupMembership& 
   const std::string me = "config/" + std::to_string(m.member);
   RETURN_IF_ERROR(g.store->Set(me, fingerprint));
   ASSIGN_OR_RETURN(std::string leader, g.store->Get("config/0", timeout));
+  // Tell the leader it may go (its server must outlive this member's read of config/0).
+  RETURN_IF_ERROR(g.store->Set("seen/" + std::to_string(m.member), "1"));
   if (leader != fingerprint) {
     return FailedPrecondition("member " + std::to_string(m.member) + " loaded a different model or flags than the leader:\n  leader: " +
                               leader + "\n  member " + std::to_string(m.member) + ": " + fingerprint);
@@ -49,6 +52,7 @@ Result<std::unique_ptr<ProcessGroup>> ProcessGroup::Join(const GroupMembership& 
     for (int member = 1; member < m.members; ++member) {
       ASSIGN_OR_RETURN(std::string theirs, g.store->Get("config/" + std::to_string(member), timeout));
       if (theirs != fingerprint) {
+        (void)g.store->Get("seen/" + std::to_string(member), timeout);  // so that it can say why too
         return FailedPrecondition("member " + std::to_string(member) + " loaded a different model or flags than the leader:\n  leader: " +
                                   fingerprint + "\n  member " + std::to_string(member) + ": " + theirs);
       }
@@ -79,6 +83,7 @@ Result<std::vector<std::unique_ptr<Communicator>>> ProcessGroup::ConnectRanks() 
     RETURN_IF_ERROR(result.status());
     comms.push_back(std::move(result).value());
   }
+  impl_->ready = true;
   return comms;
 }
 
@@ -95,8 +100,10 @@ Result<std::optional<StepPlan>> ProcessGroup::ReceivePlan() {
 }
 
 void ProcessGroup::SendShutdown() {
+  // Only to followers that reached their plan loop, and never waiting longer than a collective may.
+  if (!impl_->ready || impl_->control == nullptr) return;
   impl_->wire.clear();
-  (void)impl_->control->BroadcastBytes(&impl_->wire, 0);
+  (void)impl_->control->BroadcastBytes(&impl_->wire, 0, impl_->timeout);
 }
 
 #else  // no Gloo in this build

@@ -44,6 +44,18 @@ def group(members, tp, extra=(), follower_extra=(), max_tokens=16):
     return leader, followers
 
 
+def wait_until_following(follower, seconds=60):
+    """Reads the follower's log until it follows the leader's steps (the group is up)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        line = follower.stderr.readline()
+        if not line:
+            return False
+        if "following the leader's steps" in line:
+            return True
+    return False
+
+
 def outputs(stdout):
     return json.loads(stdout)["outputs"]
 
@@ -65,7 +77,7 @@ follower_err = followers[0].communicate(timeout=60)[1]
 check(leader.returncode != 0 and "different model or flags" in leader.stderr,
       "a mismatched follower: the leader refuses it by name")
 check(followers[0].returncode != 0 and "different model or flags" in follower_err,
-      "a mismatched follower: the follower says why too")
+      f"a mismatched follower: the follower says why too ({follower_err[-300:]!r})")
 
 # A follower killed mid-stream: the leader fails within the timeout, with a non-zero exit.
 port = free_port()
@@ -76,7 +88,8 @@ follower = subprocess.Popen([TPSERVE, *COMMON, *LONG, *flags(1)], stdout=subproc
                             text=True)
 leader = subprocess.Popen([TPSERVE, *COMMON, *LONG, *flags(0)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                           text=True)
-time.sleep(3)
+check(wait_until_following(follower), "a killed follower: the group came up")
+time.sleep(1)
 check(leader.poll() is None, "a killed follower: the leader was still decoding when the follower was killed")
 follower.send_signal(signal.SIGKILL)
 killed_at = time.monotonic()
@@ -84,7 +97,7 @@ try:
     leader_err = leader.communicate(timeout=30)[1]
     check(leader.returncode != 0, f"a killed follower: the leader exits non-zero ({leader.returncode})")
     check(time.monotonic() - killed_at < 15, f"... within {time.monotonic() - killed_at:.1f} s of the kill")
-    check("Gloo" in leader_err or "UNAVAILABLE" in leader_err, "... saying the group failed")
+    check("Gloo" in leader_err or "UNAVAILABLE" in leader_err, f"... saying the group failed ({leader_err[-300:]!r})")
 except subprocess.TimeoutExpired:
     leader.kill()
     check(False, "a killed follower: the leader hung")
@@ -94,7 +107,8 @@ port = free_port()
 follower = subprocess.Popen([TPSERVE, *COMMON, *LONG, *flags(1)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                             text=True)
 leader = subprocess.Popen([TPSERVE, *COMMON, *LONG, *flags(0)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-time.sleep(3)
+check(wait_until_following(follower), "a killed leader: the group came up")
+time.sleep(1)
 check(follower.poll() is None, "a killed leader: the follower was still following when the leader was killed")
 leader.send_signal(signal.SIGKILL)
 try:
