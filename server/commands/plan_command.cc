@@ -127,7 +127,9 @@ void AddPlanCommand(CLI::App& app, CommandAction* action) {
   });
   cmd->callback([cmd, cal, o, action] {
     if (cmd->got_subcommand(cal)) return;
-    if (o->model.model.empty() || o->hardware.empty()) throw CLI::RequiredError("plan needs --model and --hardware");
+    if (o->model.model.empty() || o->hardware.empty()) {
+      throw CLI::ValidationError("plan", "needs --model and --hardware (or the calibrate subcommand)");
+    }
     *action = [o] { return RunPlanCommand(*o); };
   });
 }
