@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""Multi-process tensor parallelism on loopback, with real processes: members give the same tokens
-and logprobs as one process at the same TP; a mismatched member is refused on both sides; a killed
-follower fails the leader quickly, and a killed leader ends its followers.
+"""Multi-process tensor parallelism with real processes, on loopback and across two network
+namespaces joined by a veth pair: members give the same tokens and logprobs as one process at the
+same TP; a mismatched member is refused on both sides; a killed follower fails the leader quickly,
+and a killed leader ends its followers.
 
     multiprocess_test.py TPSERVE_BINARY
 """
@@ -117,6 +118,54 @@ try:
 except subprocess.TimeoutExpired:
     follower.kill()
     check(False, "a killed leader: the follower hung")
+
+
+
+def across_network_namespaces(expected):
+    """The 2-member run with each member in its own network namespace, joined by a veth pair with
+    private addresses that exist only inside the namespaces: the traffic crosses a real network
+    stack and never leaves this machine. Needs root with CAP_NET_ADMIN; only CI may skip it."""
+    tag = str(os.getpid() % 100000)
+    names = [f"tps-a-{tag}", f"tps-b-{tag}"]
+    addresses = ["10.199.0.1", "10.199.0.2"]
+    setup = [["ip", "netns", "add", names[0]], ["ip", "netns", "add", names[1]],
+             ["ip", "link", "add", f"tpa{tag}", "type", "veth", "peer", "name", f"tpb{tag}"],
+             ["ip", "link", "set", f"tpa{tag}", "netns", names[0]], ["ip", "link", "set", f"tpb{tag}", "netns", names[1]],
+             ["ip", "-n", names[0], "addr", "add", addresses[0] + "/24", "dev", f"tpa{tag}"],
+             ["ip", "-n", names[1], "addr", "add", addresses[1] + "/24", "dev", f"tpb{tag}"],
+             ["ip", "-n", names[0], "link", "set", f"tpa{tag}", "up"], ["ip", "-n", names[1], "link", "set", f"tpb{tag}", "up"],
+             ["ip", "-n", names[0], "link", "set", "lo", "up"], ["ip", "-n", names[1], "link", "set", "lo", "up"]]
+    try:
+        for command in setup:
+            result = subprocess.run(command, capture_output=True, text=True)
+            if result.returncode != 0:
+                why = f"cannot make network namespaces ({' '.join(command)}: {result.stderr.strip()})"
+                if os.environ.get("CI"):
+                    print("skip network namespaces in CI: " + why, flush=True)
+                else:
+                    check(False, why)
+                return
+        port = free_port()
+        flags = lambda i: ["--tp", "2", "--nnodes", "2", "--node-rank", str(i), "--rendezvous", f"{addresses[0]}:{port}",
+                           "--bind-address", addresses[i], "--group-timeout-ms", "10000"]
+        follower = subprocess.Popen(["ip", "netns", "exec", names[1], TPSERVE, *COMMON, "--max-tokens", "16", *flags(1)],
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        leader = subprocess.run(["ip", "netns", "exec", names[0], TPSERVE, *COMMON, "--max-tokens", "16", *flags(0)],
+                                capture_output=True, text=True, timeout=120)
+        follower.wait(timeout=60)
+        check(leader.returncode == 0 and follower.returncode == 0,
+              f"two network namespaces over a veth pair: both members finished ({leader.stderr[-200:]!r})")
+        if leader.returncode == 0:
+            check(outputs(leader.stdout) == expected,
+                  "two network namespaces: the same tokens and logprobs as one process at TP=2")
+    finally:
+        for name in names:
+            subprocess.run(["ip", "netns", "del", name], capture_output=True)
+
+
+single_tp2 = subprocess.run([TPSERVE, *COMMON, "--max-tokens", "16", "--tp", "2"], capture_output=True, text=True,
+                            timeout=120, check=True)
+across_network_namespaces(outputs(single_tp2.stdout))
 
 print("multiprocess: " + ("all passed" if not failures else f"{len(failures)} failed"))
 sys.exit(1 if failures else 0)
