@@ -152,20 +152,11 @@ Result<std::pair<double, size_t>> Measure(const CommBenchOptions& o, Collective 
 bool IsDeviceBackend(const std::string& backend) { return backend == "nccl" || backend == "rank-order"; }
 
 // The sweep's points on a device backend, one module call for all of them.
-Result<std::vector<std::pair<double, size_t>>> MeasureOnDevice(const CommBenchOptions& o, Collective c,
-                                                               const std::vector<size_t>& counts,
-                                                               std::string* library) {
+Result<DeviceCommBenchReply> MeasureOnDevice(const CommBenchOptions& o, Collective c, const std::vector<size_t>& counts) {
   ASSIGN_OR_RETURN(CudaProbe probe, ProbeCudaBackend());
   DeviceCommBenchRequest request{.backend = o.backend, .all_gather = c == Collective::kAllGather, .ranks = o.ranks,
                                  .counts = counts, .iters = o.iters, .warmup = o.warmup, .check = o.check != 0};
-  ASSIGN_OR_RETURN(DeviceCommBenchReply reply, RunDeviceCommBench(probe.module_path, request));
-  *library = reply.library;
-  std::vector<std::pair<double, size_t>> times;  // per count: out-of-place, then in-place
-  for (const DeviceCommBenchRow& row : reply.rows) {
-    times.emplace_back(row.oop_s, row.oop_wrong);
-    times.emplace_back(row.ip_s, row.ip_wrong);
-  }
-  return times;
+  return RunDeviceCommBench(probe.module_path, request);
 }
 
 }  // namespace
@@ -198,9 +189,10 @@ Result<CommBenchReport> RunCommBench(const CommBenchOptions& o) {
     const size_t count = CountFor(c, bytes, o.ranks);
     if (count > 0) counts.push_back(count);
   }
-  std::vector<std::pair<double, size_t>> device_times;  // device backends: [oop, ip] per count
+  DeviceCommBenchReply on_device;  // device backends: one row per count
   if (device) {
-    ASSIGN_OR_RETURN(device_times, MeasureOnDevice(o, c, counts, &report.library));
+    ASSIGN_OR_RETURN(on_device, MeasureOnDevice(o, c, counts));
+    report.library = on_device.library;
   }
   std::vector<std::pair<double, double>> samples;
   for (size_t point = 0; point < counts.size(); ++point) {
@@ -211,8 +203,9 @@ Result<CommBenchReport> RunCommBench(const CommBenchOptions& o) {
                                                                                    : count * sizeof(float);
     std::pair<double, size_t> oop, ip;
     if (device) {
-      oop = device_times[2 * point];
-      ip = device_times[2 * point + 1];
+      const DeviceCommBenchRow& timed = on_device.rows[point];
+      oop = {timed.oop_s, timed.oop_wrong};
+      ip = {timed.ip_s, timed.ip_wrong};
     } else {
       ASSIGN_OR_RETURN(oop, Measure(o, c, count, false));
       ASSIGN_OR_RETURN(ip, Measure(o, c, count, true));

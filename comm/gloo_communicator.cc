@@ -87,38 +87,27 @@ Status GlooCommunicator::ReduceScatterSum(const float* input, float* output, siz
   return Status::Ok();
 }
 
-Status GlooCommunicator::Broadcast(float* data, size_t count, int root) {
+template <typename T>
+Status GlooCommunicator::BroadcastRaw(T* data, size_t count, int root, std::chrono::milliseconds timeout) {
   return Guard("Broadcast", rank_, [&] {
     gloo::BroadcastOptions opts(context_);
     if (rank_ == root) opts.setInput(data, count);
     opts.setOutput(data, count);
     opts.setRoot(root);
-    opts.setTimeout(timeout_);
+    opts.setTimeout(std::min(timeout, timeout_));
     gloo::broadcast(opts);
   });
 }
 
+Status GlooCommunicator::Broadcast(float* data, size_t count, int root) {
+  return BroadcastRaw(data, count, root, timeout_);
+}
+
 Status GlooCommunicator::BroadcastBytes(std::vector<uint8_t>* data, int root, std::chrono::milliseconds timeout) {
-  const std::chrono::milliseconds limit = std::min(timeout, timeout_);
   uint64_t size = data->size();
-  RETURN_IF_ERROR(Guard("Broadcast", rank_, [&] {
-    gloo::BroadcastOptions opts(context_);
-    if (rank_ == root) opts.setInput(&size, 1);
-    opts.setOutput(&size, 1);
-    opts.setRoot(root);
-    opts.setTimeout(limit);
-    gloo::broadcast(opts);
-  }));
+  RETURN_IF_ERROR(BroadcastRaw(&size, 1, root, timeout));
   data->resize(size);
-  if (size == 0) return Status::Ok();
-  return Guard("Broadcast", rank_, [&] {
-    gloo::BroadcastOptions opts(context_);
-    if (rank_ == root) opts.setInput(data->data(), data->size());
-    opts.setOutput(data->data(), data->size());
-    opts.setRoot(root);
-    opts.setTimeout(limit);
-    gloo::broadcast(opts);
-  });
+  return size == 0 ? Status::Ok() : BroadcastRaw(data->data(), data->size(), root, timeout);
 }
 
 Status GlooCommunicator::Barrier() {

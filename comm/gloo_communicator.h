@@ -47,6 +47,9 @@ class GlooCommunicator final : public Communicator {
 
  private:
   GlooCommunicator(std::shared_ptr<gloo::Context> context, int rank, int world_size, std::chrono::milliseconds timeout);
+  // `count` elements from root to every rank, within min(timeout, the communicator's).
+  template <typename T>
+  Status BroadcastRaw(T* data, size_t count, int root, std::chrono::milliseconds timeout);
 
   std::shared_ptr<gloo::Context> context_;
   int rank_, world_size_;

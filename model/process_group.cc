@@ -25,6 +25,15 @@ struct ProcessGroup::Impl {
 ProcessGroup::ProcessGroup(const GroupMembership& membership)
     : membership_(membership), impl_(std::make_unique<Impl>()) {}
 
+namespace {
+
+Status Mismatch(int member, const std::string& leader, const std::string& theirs) {
+  return FailedPrecondition("member " + std::to_string(member) + " loaded a different model or flags than the leader:\n  leader: " +
+                            leader + "\n  member " + std::to_string(member) + ": " + theirs);
+}
+
+}  // namespace
+
 ProcessGroup::~ProcessGroup() = default;
 
 Result<std::unique_ptr<ProcessGroup>> ProcessGroup::Join(const GroupMembership& m, const std::string& fingerprint,
@@ -44,17 +53,13 @@ Result<std::unique_ptr<ProcessGroup>> ProcessGroup::Join(const GroupMembership& 
   ASSIGN_OR_RETURN(std::string leader, g.store->Get("config/0", timeout));
   // Tell the leader it may go (its server must outlive this member's read of config/0).
   RETURN_IF_ERROR(g.store->Set("seen/" + std::to_string(m.member), "1"));
-  if (leader != fingerprint) {
-    return FailedPrecondition("member " + std::to_string(m.member) + " loaded a different model or flags than the leader:\n  leader: " +
-                              leader + "\n  member " + std::to_string(m.member) + ": " + fingerprint);
-  }
+  if (leader != fingerprint) return Mismatch(m.member, leader, fingerprint);
   if (m.leader()) {
     for (int member = 1; member < m.members; ++member) {
       ASSIGN_OR_RETURN(std::string theirs, g.store->Get("config/" + std::to_string(member), timeout));
       if (theirs != fingerprint) {
         (void)g.store->Get("seen/" + std::to_string(member), timeout);  // so that it can say why too
-        return FailedPrecondition("member " + std::to_string(member) + " loaded a different model or flags than the leader:\n  leader: " +
-                                  fingerprint + "\n  member " + std::to_string(member) + ": " + theirs);
+        return Mismatch(member, fingerprint, theirs);
       }
     }
   }

@@ -7,6 +7,7 @@
 #include <sstream>
 #include <thread>
 
+#include "common/median.h"
 #include "planner/decode_model.h"
 
 namespace tpserve::planner {
@@ -27,11 +28,6 @@ Result<json> ReadJson(const std::string& path) {
   json value = json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (value.is_discarded()) return InvalidArgument(path + ": not valid JSON");
   return value;
-}
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
 }
 
 // The machine's memory in GB (1e9), for a CPU profile made on the machine it describes.

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "model/rank_weights.h"
+
 namespace tpserve::planner {
 namespace {
 
@@ -14,15 +16,15 @@ struct Shard {
   double kv_width = 0;      // KV heads on this device × head_dim (KV heads replicate when fewer than tp)
 };
 
+// Sizes from model/rank_weights' ShapeForRank, the engine's own split.
 Shard ShardFor(const ModelConfig& c, int tp) {
+  const RankShape shape = ShapeForRank(c, 0, tp);
   Shard s;
-  const double h = c.hidden_size, q = c.q_size(), ffn = c.intermediate_size;
-  const double kv_heads_local = std::max(1.0, static_cast<double>(c.num_kv_heads) / tp);
-  s.kv_width = kv_heads_local * c.head_dim;
-  s.layer_params = h * q / tp + 2 * h * s.kv_width + q / tp * h + 3 * h * ffn / tp;
-  const double vocab_local = std::ceil(static_cast<double>(c.vocab_size) / tp);
-  s.lm_head_params = vocab_local * h;
-  s.embed_params = c.tie_word_embeddings ? 0 : vocab_local * h;
+  const double h = c.hidden_size, q_local = static_cast<double>(shape.heads) * shape.head_dim;
+  s.kv_width = static_cast<double>(shape.kv_heads) * shape.head_dim;
+  s.layer_params = h * q_local + 2 * h * s.kv_width + q_local * h + 3 * h * shape.ffn;
+  s.lm_head_params = static_cast<double>(shape.vocab) * h;
+  s.embed_params = c.tie_word_embeddings ? 0 : s.lm_head_params;
   return s;
 }
 

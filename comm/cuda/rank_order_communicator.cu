@@ -6,14 +6,10 @@
 #include <string>
 
 #include "comm/cuda/rank_order_communicator.h"
+#include "kernels/cuda/cuda_status.h"
 
 namespace tpserve::cuda {
 namespace {
-
-Status CudaStatus(cudaError_t error, const std::string& what) {
-  if (error == cudaSuccess) return Status::Ok();
-  return Internal(what + ": " + cudaGetErrorName(error) + " (" + cudaGetErrorString(error) + ")");
-}
 
 constexpr int kMaxRanks = 8;
 

@@ -3,6 +3,7 @@
 #include <string>
 
 #include "kernels/cuda/attention.h"
+#include "kernels/cuda/cuda_status.h"
 
 namespace tpserve::cuda {
 namespace {
@@ -122,9 +123,7 @@ Status PagedAttention(const PagedAttentionArgs& args, void* stream) {
   auto s = static_cast<cudaStream_t>(stream);
   PartitionKernel<<<dim3(args.tokens, args.heads, partitions), kThreads, shared, s>>>(args, partitions);
   CombineKernel<<<dim3(args.tokens, args.heads), kThreads, 0, s>>>(args, partitions);
-  const cudaError_t error = cudaGetLastError();
-  if (error != cudaSuccess) return Internal(std::string("PagedAttention: ") + cudaGetErrorName(error));
-  return Status::Ok();
+  return LaunchStatus("PagedAttention");
 }
 
 }  // namespace tpserve::cuda

@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/cuda/cuda_status.h"
 #include "kernels/cuda/memory_bandwidth.h"
 
 namespace tpserve::cuda {
@@ -19,11 +20,6 @@ __global__ void ReadKernel(const uint4* data, size_t words, unsigned* sink) {
     acc ^= v.x ^ v.y ^ v.z ^ v.w;
   }
   if (acc == 0x9e3779b9u) sink[0] = acc;
-}
-
-Status Check(cudaError_t error, const char* what) {
-  if (error == cudaSuccess) return Status::Ok();
-  return Internal(std::string(what) + ": " + cudaGetErrorName(error));
 }
 
 }  // namespace
@@ -45,22 +41,22 @@ Result<double> MeasureReadBandwidth(size_t bytes, int repeats) {
   const size_t words = bytes / sizeof(uint4);
   if (words == 0 || repeats < 1) return InvalidArgument("MeasureReadBandwidth: nothing to read");
   Resources r;
-  RETURN_IF_ERROR(Check(cudaMalloc(&r.data, words * sizeof(uint4)), "cudaMalloc (bandwidth buffer)"));
-  RETURN_IF_ERROR(Check(cudaMalloc(&r.sink, sizeof(unsigned)), "cudaMalloc"));
-  RETURN_IF_ERROR(Check(cudaMemset(r.data, 0x5a, words * sizeof(uint4)), "cudaMemset"));
-  RETURN_IF_ERROR(Check(cudaEventCreate(&r.start), "cudaEventCreate"));
-  RETURN_IF_ERROR(Check(cudaEventCreate(&r.stop), "cudaEventCreate"));
+  RETURN_IF_ERROR(CudaStatus(cudaMalloc(&r.data, words * sizeof(uint4)), "cudaMalloc (bandwidth buffer)"));
+  RETURN_IF_ERROR(CudaStatus(cudaMalloc(&r.sink, sizeof(unsigned)), "cudaMalloc"));
+  RETURN_IF_ERROR(CudaStatus(cudaMemset(r.data, 0x5a, words * sizeof(uint4)), "cudaMemset"));
+  RETURN_IF_ERROR(CudaStatus(cudaEventCreate(&r.start), "cudaEventCreate"));
+  RETURN_IF_ERROR(CudaStatus(cudaEventCreate(&r.stop), "cudaEventCreate"));
   int device = 0, sms = 0;
-  RETURN_IF_ERROR(Check(cudaGetDevice(&device), "cudaGetDevice"));
-  RETURN_IF_ERROR(Check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), "SM count"));
+  RETURN_IF_ERROR(CudaStatus(cudaGetDevice(&device), "cudaGetDevice"));
+  RETURN_IF_ERROR(CudaStatus(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), "SM count"));
   std::vector<double> gb_per_s;
   for (int run = 0; run <= repeats; ++run) {  // run 0 warms up
-    RETURN_IF_ERROR(Check(cudaEventRecord(r.start), "cudaEventRecord"));
+    RETURN_IF_ERROR(CudaStatus(cudaEventRecord(r.start), "cudaEventRecord"));
     ReadKernel<<<sms * 8, 512>>>(static_cast<const uint4*>(r.data), words, r.sink);
-    RETURN_IF_ERROR(Check(cudaEventRecord(r.stop), "cudaEventRecord"));
-    RETURN_IF_ERROR(Check(cudaEventSynchronize(r.stop), "read kernel"));
+    RETURN_IF_ERROR(CudaStatus(cudaEventRecord(r.stop), "cudaEventRecord"));
+    RETURN_IF_ERROR(CudaStatus(cudaEventSynchronize(r.stop), "read kernel"));
     float ms = 0;
-    RETURN_IF_ERROR(Check(cudaEventElapsedTime(&ms, r.start, r.stop), "cudaEventElapsedTime"));
+    RETURN_IF_ERROR(CudaStatus(cudaEventElapsedTime(&ms, r.start, r.stop), "cudaEventElapsedTime"));
     if (run > 0) gb_per_s.push_back(static_cast<double>(words * sizeof(uint4)) / (ms * 1e6));
   }
   std::sort(gb_per_s.begin(), gb_per_s.end());

@@ -2,19 +2,13 @@
 
 #include <string>
 
+#include "kernels/cuda/cuda_status.h"
 #include "kernels/cuda/ops.h"
 
 namespace tpserve::cuda {
 namespace {
 
 constexpr int kNormThreads = 256;  // one block per row; the reduction tree depends on this alone
-
-Status LaunchStatus(const char* kernel) {
-  const cudaError_t error = cudaGetLastError();
-  if (error == cudaSuccess) return Status::Ok();
-  return Status(StatusCode::kInternal,
-                std::string(kernel) + ": " + cudaGetErrorName(error) + " (" + cudaGetErrorString(error) + ")");
-}
 
 cudaStream_t AsStream(void* stream) { return static_cast<cudaStream_t>(stream); }
 

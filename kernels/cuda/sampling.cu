@@ -3,6 +3,7 @@
 #include <climits>
 #include <string>
 
+#include "kernels/cuda/cuda_status.h"
 #include "kernels/cuda/sampling.h"
 
 namespace tpserve::cuda {
@@ -60,9 +61,7 @@ Status GreedySample(const GreedyArgs& args, void* stream) {
                            std::to_string(args.tp) + " slices of " + std::to_string(args.vocab_local));
   }
   GreedyKernel<<<args.rows, kThreads, 0, static_cast<cudaStream_t>(stream)>>>(args);
-  const cudaError_t error = cudaGetLastError();
-  if (error != cudaSuccess) return Internal(std::string("GreedySample: ") + cudaGetErrorName(error));
-  return Status::Ok();
+  return LaunchStatus("GreedySample");
 }
 
 }  // namespace tpserve::cuda

@@ -1,4 +1,4 @@
-// Owned device memory and the CUDA error mapping of the CUDA backend module. Module-internal.
+// Owned device memory of the CUDA backend module (device and pinned host buffers). Module-internal.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -9,14 +9,9 @@
 #include <utility>
 
 #include "common/status.h"
+#include "kernels/cuda/cuda_status.h"
 
 namespace tpserve::cuda {
-
-inline Status CudaStatus(cudaError_t error, const std::string& what) {
-  if (error == cudaSuccess) return Status::Ok();
-  const StatusCode code = error == cudaErrorMemoryAllocation ? StatusCode::kResourceExhausted : StatusCode::kInternal;
-  return Status(code, what + ": " + cudaGetErrorName(error) + " (" + cudaGetErrorString(error) + ")");
-}
 
 // A device allocation that grows on demand (contents are not kept when it grows).
 class DeviceBuffer {
