@@ -28,6 +28,9 @@ class Communicator {
   // data: [count]; afterwards every rank holds root's data.
   virtual Status Broadcast(float* data, size_t count, int root) = 0;
   virtual Status Barrier() = 0;
+  // Breaks the group after a failure on this rank, so that peers waiting in a collective fail
+  // at once instead of at their timeout (ncclCommAbort's role). Best effort; the group is dead.
+  virtual void Abort() {}
 };
 
 }  // namespace tpserve

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <memory>
 #include <vector>
 
@@ -21,8 +22,11 @@ class InProcessGroup;
 
 class InProcessCommunicator final : public Communicator {
  public:
-  // One communicator per rank, all sharing one group.
-  static std::vector<std::unique_ptr<InProcessCommunicator>> CreateGroup(int world_size);
+  // One communicator per rank, all sharing one group. With a timeout, a rank that waits longer
+  // than that for its peers in one collective fails it (DEADLINE_EXCEEDED) and breaks the group:
+  // every later collective of every rank fails at once (UNAVAILABLE). 0: wait forever.
+  static std::vector<std::unique_ptr<InProcessCommunicator>> CreateGroup(
+      int world_size, std::chrono::milliseconds timeout = std::chrono::milliseconds(0));
 
   // Messages of at least this many bytes take the bandwidth path.
   static constexpr size_t kBandwidthPathBytes = 256 * 1024;
@@ -35,6 +39,7 @@ class InProcessCommunicator final : public Communicator {
   Status ReduceScatterSum(const float* input, float* output, size_t count) override;
   Status Broadcast(float* data, size_t count, int root) override;
   Status Barrier() override;
+  void Abort() override;
 
   // Forces one AllReduce path (benchmarks and tests); kAuto chooses by message size.
   enum class Path { kAuto, kLatency, kBandwidth };
@@ -46,6 +51,7 @@ class InProcessCommunicator final : public Communicator {
   std::shared_ptr<InProcessGroup> group_;
   int rank_;
   Path path_ = Path::kAuto;
+  Status Wait();  // the group's barrier, within its timeout
   int NextParity() { return static_cast<int>(calls_++ & 1); }
 
   uint64_t barrier_sense_ = 0;

@@ -120,9 +120,11 @@ void Decoder::Attention(const Batch& batch, int layer, const float* q, float* ou
 }
 
 Status Decoder::Forward(const StepPlan& plan, std::vector<float>* logits, RankTrace* trace) {
-  if (forwards_++ == options_.fail_at_forward) {
-    return Internal("rank " + std::to_string(weights_.shape.rank) + ": injected fault at forward " +
-                    std::to_string(options_.fail_at_forward));
+  const int64_t forward = forwards_++;
+  const FaultInjection& fault = options_.fault;
+  const bool fault_at_collective = fault.kind == FaultKind::kStall || fault.kind == FaultKind::kCommError;
+  if (!fault_at_collective || weights_.shape.tp == 1) {
+    RETURN_IF_ERROR(InjectFault(fault, forward, weights_.shape.rank, options_.stall_release));
   }
   const int64_t step_start = NowNs();
   OpTimer timer(trace, step_start, options_.trace);
@@ -165,8 +167,15 @@ Status Decoder::Forward(const StepPlan& plan, std::vector<float>* logits, RankTr
   auto norm_rows = [&](const float* in, const HostTensor& weight, float* out) {
     for (int t = 0; t < T; ++t) cpu::RmsNorm(in + t * h, F32(weight), out + t * h, h, eps);
   };
+  bool first_collective = true;
   auto all_reduce = [&](OpKind op, int layer, float* data) {
-    return timer.Run(op, layer, hidden_bytes, [&] { return comm_->AllReduceSum(data, T * h); });
+    return timer.Run(op, layer, hidden_bytes, [&] {
+      if (first_collective && fault_at_collective) {
+        first_collective = false;
+        RETURN_IF_ERROR(InjectFault(fault, forward, weights_.shape.rank, options_.stall_release));
+      }
+      return comm_->AllReduceSum(data, T * h);
+    });
   };
 
   timer.Run(OpKind::kEmbed, -1, 0, [&] { Embed(batch, x.data()); });

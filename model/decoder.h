@@ -9,6 +9,7 @@
 #include "comm/communicator.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/thread_pool.h"
+#include "model/fault_injection.h"
 #include "model/kv_cache.h"
 #include "model/model_config.h"
 #include "model/rank_decoder.h"
@@ -24,9 +25,10 @@ struct DecoderOptions {
   bool trace = true;  // time every op into the step trace (off: only the rank's total)
   // Fault injection for tests: skip the MLP AllReduce of this layer (-1: never).
   int skip_mlp_allreduce_layer = -1;
-  // Fault injection for tests: every rank fails its forward pass number N (0-based; -1: never),
-  // as a device error seen by all ranks would.
-  int64_t fail_at_forward = -1;
+  // Fault injection for tests (model/fault_injection.h): acted out at the start of the pass
+  // (fail, throw) or at its first collective (stall, comm-error). Stalled ranks wait on `release`.
+  FaultInjection fault;
+  const StallRelease* stall_release = nullptr;
 };
 
 class Decoder final : public RankDecoder {

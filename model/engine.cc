@@ -20,8 +20,9 @@ struct Engine::Rank {
   std::unique_ptr<cpu::ThreadPool> pool;
   std::unique_ptr<RankKvCache> kv_cache;
   std::unique_ptr<RankDecoder> decoder;
+  int global_rank = 0;
   // Results of the current step.
-  Status status;
+  bool done = true;  // false while the rank runs a step (guarded by the engine's mutex)
   std::vector<float> logits;
   RankTrace trace;
 };
@@ -102,11 +103,14 @@ Status Engine::CreateCpuRanks(const ModelDirectory& model) {
                                                         std::chrono::milliseconds(options.group_timeout_ms)));
     ASSIGN_OR_RETURN(comms, process_group_->ConnectRanks());
   } else {
-    for (auto& comm : InProcessCommunicator::CreateGroup(options.tp)) comms.push_back(std::move(comm));
+    for (auto& comm : InProcessCommunicator::CreateGroup(options.tp, std::chrono::milliseconds(options.collective_timeout_ms))) {
+      comms.push_back(std::move(comm));
+    }
   }
   for (int local = 0; local < local_ranks; ++local) {
     const int r = first_rank + local;
     auto rank = std::make_unique<Rank>();
+    rank->global_rank = r;
     ASSIGN_OR_RETURN(RankWeights weights, LoadRankWeights(model.checkpoint, c, r, options.tp));
     ArrangeProjections(options.linear_kernel, &weights);
     weight_bytes_per_rank_ = weights.Bytes();
@@ -116,7 +120,8 @@ Status Engine::CreateCpuRanks(const ModelDirectory& model) {
                                                    weights.shape.kv_heads, c.head_dim);
     DecoderOptions decoder_options{.trace = options.trace,
                                    .skip_mlp_allreduce_layer = options.skip_mlp_allreduce_layer,
-                                   .fail_at_forward = options.fail_at_step};
+                                   .fault = options.fault,
+                                   .stall_release = &stall_release_};
     rank->decoder = std::make_unique<Decoder>(config_, std::move(weights), rank->kv_cache.get(), rank->comm.get(),
                                               rank->pool.get(), decoder_options);
     ranks_.push_back(std::move(rank));
@@ -126,7 +131,7 @@ Status Engine::CreateCpuRanks(const ModelDirectory& model) {
 
 Status Engine::CreateCudaRanks(const ModelDirectory& model) {
   const EngineOptions& options = options_;
-  if (options.skip_mlp_allreduce_layer >= 0 || options.fail_at_step >= 0) {
+  if (options.skip_mlp_allreduce_layer >= 0 || options.fault.kind != FaultKind::kNone) {
     return Unimplemented("fault injection runs on the CPU backend only");
   }
   ASSIGN_OR_RETURN(CudaProbe probe, ProbeCudaBackend());
@@ -141,7 +146,10 @@ Status Engine::CreateCudaRanks(const ModelDirectory& model) {
       .gpu_memory_utilization = options.gpu_memory_utilization,
       .trace = options.trace,
       .return_logits = options.return_logits,
-      .collective_timeout = std::chrono::milliseconds(options.collective_timeout_ms)};
+      // 0 (never) as a year, which the module's waits can take as a plain timeout.
+      .collective_timeout = options.collective_timeout_ms > 0
+                                ? std::chrono::milliseconds(options.collective_timeout_ms)
+                                : std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::hours(24 * 365))};
   request.load_rank = [&](int r) -> Result<RankWeights> {
     ASSIGN_OR_RETURN(RankWeights weights, LoadRankWeights(model.checkpoint, config_, r, options.tp));
     weight_bytes_per_rank_ = weights.Bytes();
@@ -156,6 +164,7 @@ Status Engine::CreateCudaRanks(const ModelDirectory& model) {
   block_pool_ = std::make_unique<KvBlockPool>(group.kv_blocks);
   for (auto& decoder : group.ranks) {
     auto rank = std::make_unique<Rank>();
+    rank->global_rank = static_cast<int>(ranks_.size());
     rank->decoder = std::move(decoder);
     ranks_.push_back(std::move(rank));
   }
@@ -163,29 +172,63 @@ Status Engine::CreateCudaRanks(const ModelDirectory& model) {
 }
 
 Engine::~Engine() {
-  if (process_group_ != nullptr && process_group_->membership().leader()) process_group_->SendShutdown();
+  if (process_group_ != nullptr && process_group_->membership().leader() && failure_.ok()) {
+    process_group_->SendShutdown();
+  }
+  stall_release_.Release();
   {
     std::lock_guard<std::mutex> lock(mutex_);
     stop_ = true;
   }
   work_ready_.notify_all();
-  for (auto& thread : threads_) thread.join();
+  // A rank left stuck by a failed step gets a last chance to return; one that does not is left
+  // behind (with its buffers) rather than hang the process's exit.
+  {
+    std::unique_lock<std::mutex> lock(mutex_);
+    work_done_.wait_for(lock, std::chrono::seconds(2), [&] { return RanksBusy() == 0; });
+    if (RanksBusy() > 0) spdlog::warn("engine: {} rank thread(s) still stuck in the failed step; leaving them", RanksBusy());
+    for (size_t r = 0; r < ranks_.size(); ++r) {
+      if (ranks_[r]->done) continue;
+      threads_[r].detach();
+      (void)ranks_[r].release();
+    }
+  }
+  for (auto& thread : threads_) {
+    if (thread.joinable()) thread.join();
+  }
+}
+
+int Engine::RanksBusy() const {
+  int busy = 0;
+  for (const auto& rank : ranks_) busy += rank->done ? 0 : 1;
+  return busy;
 }
 
 Status Engine::RunRanks(const StepPlan& plan) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     plan_ = &plan;
-    finished_ = 0;
+    step_failure_ = Status::Ok();
+    for (auto& rank : ranks_) rank->done = false;
     ++generation_;
   }
   work_ready_.notify_all();
-  {
-    std::unique_lock<std::mutex> lock(mutex_);
-    work_done_.wait(lock, [&] { return finished_ == static_cast<int>(ranks_.size()); });
+  std::unique_lock<std::mutex> lock(mutex_);
+  // Every rank, however long the step takes: until one fails. Then the others get the collective
+  // timeout to notice (their communicators were aborted); a rank still busy after that is stuck.
+  work_done_.wait(lock, [&] { return RanksBusy() == 0 || !step_failure_.ok(); });
+  if (options_.collective_timeout_ms > 0) {
+    work_done_.wait_for(lock, std::chrono::milliseconds(options_.collective_timeout_ms), [&] { return RanksBusy() == 0; });
+  } else {
+    work_done_.wait(lock, [&] { return RanksBusy() == 0; });
   }
-  for (const auto& rank : ranks_) RETURN_IF_ERROR(rank->status);
-  return Status::Ok();
+  if (RanksBusy() == 0) return step_failure_;
+  std::string stuck;
+  for (const auto& rank : ranks_) {
+    if (!rank->done) stuck += (stuck.empty() ? "" : ", ") + std::to_string(rank->global_rank);
+  }
+  return Status(step_failure_.code(), step_failure_.message() + "; rank(s) " + stuck + " still had not returned " +
+                                          std::to_string(options_.collective_timeout_ms) + " ms later");
 }
 
 bool Engine::follower() const { return process_group_ != nullptr && !process_group_->membership().leader(); }
@@ -195,7 +238,8 @@ Status Engine::RunFollower() {
   while (true) {
     ASSIGN_OR_RETURN(std::optional<StepPlan> plan, process_group_->ReceivePlan());
     if (!plan) return Status::Ok();  // the leader shut down
-    RETURN_IF_ERROR(RunRanks(*plan));
+    ++steps_run_;
+    RETURN_IF_ERROR(Fail(RunRanks(*plan)));
   }
 }
 
@@ -216,12 +260,20 @@ void Engine::RankLoop(int r) {
       plan = plan_;
     }
     rank.trace = RankTrace{.rank = rank.decoder->shape().rank};
-    rank.status = rank.decoder->Forward(*plan, &rank.logits, &rank.trace);
+    Status status;
+    try {
+      status = rank.decoder->Forward(*plan, &rank.logits, &rank.trace);
+    } catch (const std::exception& e) {
+      status = Internal(std::string("rank ") + std::to_string(rank.global_rank) + " threw: " + e.what());
+    }
+    // Peers waiting for this rank in a collective fail now rather than at their timeout.
+    if (!status.ok() && rank.comm != nullptr) rank.comm->Abort();
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      ++finished_;
+      if (!status.ok() && step_failure_.ok()) step_failure_ = status;  // the first failure is the cause
+      rank.done = true;
     }
-    work_done_.notify_one();
+    work_done_.notify_all();
   }
 }
 
@@ -261,7 +313,16 @@ Status Engine::SampleRows(const StepPlan& plan, StepResult* result) {
   return Status::Ok();
 }
 
+Status Engine::Fail(Status status) {
+  if (!status.ok() && failure_.ok()) {
+    failure_ = Status(status.code(), "the engine failed at step " + std::to_string(steps_run_ - 1) + ": " + status.message());
+    spdlog::error("{}", failure_.message());
+  }
+  return status.ok() ? status : failure_;
+}
+
 Result<StepResult> Engine::Step(const StepPlan& plan) {
+  if (!failure_.ok()) return failure_;
   // Check the plan before any rank sees it: a bad plan must fail alone.
   for (const SequencePlan& seq : plan.sequences) {
     if (seq.tokens.empty()) return InvalidArgument("sequence " + std::to_string(seq.sequence_id) + " has no tokens");
@@ -296,10 +357,10 @@ Result<StepResult> Engine::Step(const StepPlan& plan) {
   StepTrace& trace = result.trace;
   if (process_group_ != nullptr) {
     // The followers' ranks need the plan before this process's ranks reach their first collective.
-    RETURN_IF_ERROR(process_group_->SendPlan(plan));
+    RETURN_IF_ERROR(Fail(process_group_->SendPlan(plan)));
     trace.plan_send_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count();
   }
-  RETURN_IF_ERROR(RunRanks(plan));
+  RETURN_IF_ERROR(Fail(RunRanks(plan)));
   trace.step_id = plan.step_id;
   trace.batch_size = static_cast<int>(plan.sequences.size());
   trace.per_op = per_op;

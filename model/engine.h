@@ -13,6 +13,7 @@
 #include "common/status.h"
 #include "kernels/cpu/linear.h"
 #include "kernels/cpu/thread_pool.h"
+#include "model/fault_injection.h"
 #include "model/kv_cache.h"
 #include "kernels/device_choice.h"
 #include "model/model_directory.h"
@@ -34,7 +35,9 @@ struct EngineOptions {
   int kv_cache_blocks = 0; // exact number of KV blocks (overrides kv_cache_mb when > 0)
   double gpu_memory_utilization = 0.9;  // CUDA: share of each GPU's memory tpserve may fill
   bool share_gpu = false;               // CUDA: every rank on one GPU (tests; rank-order sums)
-  int collective_timeout_ms = 60000;    // CUDA: a step that has not finished by then fails
+  // A rank that waits this long for its peers in one collective fails the step (CPU: every wait
+  // of the in-process communicator; CUDA: the step), and the engine fails (model/engine.h). 0: never.
+  int collective_timeout_ms = 60000;
   // Multi-process TP (CPU backend): with group.distributed(), this process runs global ranks
   // [group.first_rank, group.first_rank + group.local_ranks) of group.tp, and the leader sends
   // every step's plan to the others (model/process_group.h).
@@ -49,7 +52,7 @@ struct EngineOptions {
   bool return_logits = true;
   cpu::LinearKernel linear_kernel = cpu::BestLinearKernel();  // one kernel for every step
   int skip_mlp_allreduce_layer = -1;  // fault injection for tests
-  int64_t fail_at_step = -1;          // fault injection for tests: every rank fails step N
+  FaultInjection fault;               // fault injection for tests (CPU backend)
 };
 
 class Engine {
@@ -62,7 +65,15 @@ class Engine {
 
   // Runs one step on all ranks and samples each sequence that wants a token. Block tables must
   // come from block_pool(). The result's logits are valid until the next Step.
+  //
+  // A plan that fails validation fails alone. A step that fails on any rank (an error, an
+  // exception, a collective that timed out) fails the engine: the ranks' communicators are
+  // aborted so that peers stop waiting, and this and every later Step returns the first error
+  // (the ranks' state is no longer consistent; the process must be restarted). A rank still
+  // stuck collective_timeout_ms after the first error is left behind (a stalled thread cannot be
+  // stopped safely): the caller should exit soon.
   Result<StepResult> Step(const StepPlan& plan);
+  const Status& failure() const { return failure_; }
 
   // Per-op timing in the step trace on or off (EngineOptions::trace), between steps.
   void set_trace(bool on);
@@ -84,6 +95,8 @@ class Engine {
   Engine(const ModelConfig& config, const EngineOptions& options);
   // Hands `plan` to this process's rank threads and waits for them; the first error.
   Status RunRanks(const StepPlan& plan);
+  // Records the first failed step in failure_ (the engine is dead from then on); returns it.
+  Status Fail(Status status);
   Status CreateCpuRanks(const ModelDirectory& model);
   Status CreateCudaRanks(const ModelDirectory& model);
   void RankLoop(int rank);
@@ -108,8 +121,11 @@ class Engine {
   std::condition_variable work_ready_, work_done_;
   const StepPlan* plan_ = nullptr;
   uint64_t generation_ = 0;
-  int finished_ = 0;
+  Status step_failure_;  // the current step's first rank error
+  int RanksBusy() const; // ranks still in the current step (under mutex_)
   uint64_t steps_run_ = 0;
+  Status failure_;              // the first failed step's error: the engine is dead
+  StallRelease stall_release_;  // injected stalls wait here until destruction
   bool ranks_trace_ = true;  // what the ranks were last told (set_trace)
   bool stop_ = false;
 };

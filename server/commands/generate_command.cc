@@ -234,9 +234,19 @@ void AddEngineFlags(CLI::App* cmd, EngineOptions* engine) {
                 "CUDA, for testing: every rank on the first visible GPU, summed by the rank-order "
                 "communicator (TP > 1 on a one-GPU machine)");
   cmd->add_option("--collective-timeout-ms", engine->collective_timeout_ms,
-                  "CUDA: a step still unfinished after this long fails (a stalled collective or GPU)")
-      ->check(CLI::PositiveNumber)
+                  "A rank that waits this long for its peers in a collective (CPU) or for a step (CUDA) "
+                  "fails the engine: requests get UNAVAILABLE, health NOT_SERVING (0: wait forever)")
+      ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
+  // Fault injection for tests (hidden from --help): model/fault_injection.h.
+  cmd->add_option_function<std::string>(
+         "--debug-fault",
+         [engine](const std::string& spec) {
+           auto fault = FaultInjection::Parse(spec);
+           if (!fault.ok()) throw CLI::ValidationError("--debug-fault", fault.status().message());
+           engine->fault = *fault;
+         })
+      ->group("");
   cmd->add_option_function<std::string>(
          "--linear-kernel",
          [engine](const std::string& name) { engine->linear_kernel = LinearKernelFlag(name); },

@@ -5,6 +5,9 @@
 
 #include <chrono>
 #include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <optional>
 #include <thread>
 
 #include "model/engine.h"
@@ -26,6 +29,7 @@ struct ServeOptions {
   int port = 50051;
   int metrics_port = 9090;
   int drain_seconds = 30;
+  int failure_exit_seconds = 5;  // engine failed: NOT_SERVING for this long, then exit kEngineFailedExit
   size_t max_request_bytes = 1 << 20;  // Generate requests: checked and counted by the service
   EngineOptions engine;
   EngineLoopOptions loop;
@@ -42,6 +46,10 @@ std::vector<std::string> KnownMethods() {
   }
   return methods;
 }
+
+// The exit status of a server whose engine failed, for the supervisor to restart it (distinct
+// from 1, a start-up error).
+constexpr int kEngineFailedExit = 3;
 
 // Blocks until SIGTERM or SIGINT (both are blocked in every thread, so only this wait sees them).
 int WaitForSignal(const sigset_t& signals) {
@@ -113,12 +121,26 @@ int Run(const ServeOptions& options) {
                loop_options.scheduler.max_batch_size, loop_options.max_queue);
   spdlog::info("tpserve ready: grpc {}:{} metrics {}:{}", options.host, grpc_port, options.host, *metrics_port);
 
-  // Engine health is reflected in grpc.health.v1 while we wait for a signal.
+  // Engine health is reflected in grpc.health.v1 while we wait for a signal. A failed engine
+  // cannot be repaired in place (a stalled rank thread cannot be stopped safely): NOT_SERVING at
+  // once, so probes and load balancers see it, then exit for the supervisor to restart us.
   std::atomic<bool> stopping{false};
   std::thread health([&] {
+    std::optional<std::chrono::steady_clock::time_point> failed_at;
     while (!stopping) {
-      if (!loop.healthy()) server->GetHealthCheckService()->SetServingStatus(false);
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      if (!loop.healthy() && !failed_at) {
+        failed_at = std::chrono::steady_clock::now();
+        server->GetHealthCheckService()->SetServingStatus(false);
+        spdlog::error("serve: the engine failed ({}); NOT_SERVING, exiting with status {} in {} s",
+                      (*engine)->failure().message(), kEngineFailedExit, options.failure_exit_seconds);
+      }
+      if (failed_at && std::chrono::steady_clock::now() - *failed_at >= std::chrono::seconds(options.failure_exit_seconds)) {
+        spdlog::error("serve: exiting after the engine failure");
+        spdlog::default_logger()->flush();
+        std::fflush(nullptr);
+        std::_Exit(kEngineFailedExit);  // no destructors: a stuck rank thread may hold what they would free
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(failed_at ? 20 : 100));
     }
   });
   const int signal = WaitForSignal(signals);
@@ -170,8 +192,11 @@ void AddServeCommand(CLI::App& app, CommandAction* action) {
                   "Largest Generate request accepted (RESOURCE_EXHAUSTED beyond, counted in the metrics)")
       ->check(CLI::Range(size_t{64}, size_t{64} << 20))->capture_default_str();
   cmd->add_option("--drain-seconds", options->drain_seconds, "Grace period on SIGTERM")->capture_default_str();
-  // Fault injection for tests (hidden from --help): every rank fails engine step N.
-  cmd->add_option("--debug-fail-at-step", options->engine.fail_at_step)->group("");
+  cmd->add_option("--failure-exit-seconds", options->failure_exit_seconds,
+                  "After an engine failure (in-flight requests get UNAVAILABLE), report NOT_SERVING for this "
+                  "long, then exit with status 3 for the supervisor to restart the server")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   cmd->callback([options, action] { *action = [options] { return Run(*options); }; });
 }
 

@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstring>
 #include <random>
 #include <thread>
@@ -107,6 +108,70 @@ TEST_P(AllReduceTest, GatherScatterBroadcast) {
     auto root = RankData(world - 1, count, 3);
     ASSERT_EQ(0, std::memcmp(broadcast[r].data(), root.data(), count * sizeof(float)));
   }
+}
+
+// A rank that never arrives: its peers fail the collective after the timeout (not before, and not
+// forever), and from then on every collective of every rank fails at once.
+TEST(InProcessTimeouts, AStalledRankFailsItsPeersAfterTheTimeoutAndBreaksTheGroup) {
+  auto comms = InProcessCommunicator::CreateGroup(3, std::chrono::milliseconds(300));
+  std::vector<Status> first(3), later(3);
+  std::vector<double> waited_ms(3);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 2; ++r) {  // rank 2 stalls: it never calls
+    threads.emplace_back([&, r] {
+      std::vector<float> data(16, 1.0f);
+      const auto start = std::chrono::steady_clock::now();
+      first[r] = comms[r]->AllReduceSum(data.data(), data.size());
+      waited_ms[r] = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+      later[r] = comms[r]->AllReduceSum(data.data(), data.size());
+    });
+  }
+  for (auto& t : threads) t.join();
+  int timed_out = 0;
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_FALSE(first[r].ok());
+    timed_out += first[r].code() == StatusCode::kDeadlineExceeded ? 1 : 0;
+    EXPECT_GE(waited_ms[r], 250.0) << "rank " << r << " gave up before the timeout";
+    EXPECT_LT(waited_ms[r], 5000.0);
+    EXPECT_EQ(later[r].code(), StatusCode::kUnavailable) << later[r].message();
+  }
+  EXPECT_GE(timed_out, 1);
+  // The stalled rank, when it finally calls, learns that the group is gone.
+  std::vector<float> data(16, 1.0f);
+  EXPECT_EQ(comms[2]->AllReduceSum(data.data(), data.size()).code(), StatusCode::kUnavailable);
+}
+
+// Abort (a rank that failed on its own) releases peers already waiting, long before the timeout.
+TEST(InProcessTimeouts, AbortReleasesWaitingPeersAtOnce) {
+  auto comms = InProcessCommunicator::CreateGroup(2, std::chrono::milliseconds(60000));
+  Status waiting;
+  double waited_ms = 0;
+  std::thread peer([&] {
+    std::vector<float> data(8, 1.0f);
+    const auto start = std::chrono::steady_clock::now();
+    waiting = comms[0]->AllReduceSum(data.data(), data.size());
+    waited_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  comms[1]->Abort();
+  peer.join();
+  EXPECT_EQ(waiting.code(), StatusCode::kUnavailable) << waiting.message();
+  EXPECT_LT(waited_ms, 10000.0);
+  EXPECT_NE(waiting.message().find("rank 0"), std::string::npos) << waiting.message();
+}
+
+// Without a timeout a slow peer is waited for, however slow (the default before this flag).
+TEST(InProcessTimeouts, NoTimeoutWaitsForASlowPeer) {
+  auto comms = InProcessCommunicator::CreateGroup(2);
+  std::vector<float> a(4, 1.0f), b(4, 2.0f);
+  Status status_a;
+  std::thread fast([&] { status_a = comms[0]->AllReduceSum(a.data(), a.size()); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(400));
+  ASSERT_TRUE(comms[1]->AllReduceSum(b.data(), b.size()).ok());
+  fast.join();
+  ASSERT_TRUE(status_a.ok()) << status_a.message();
+  EXPECT_EQ(a[0], 3.0f);
+  EXPECT_EQ(b[0], 3.0f);
 }
 
 // 8 ranks on a 2-core machine must still be correct (they yield while waiting).

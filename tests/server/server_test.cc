@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cctype>
 #include <future>
 #include <sstream>
 #include <thread>
@@ -516,15 +517,31 @@ TEST(ServerLimits, RunningStreamsKeepDecodingWhileALongPromptIsPrefilledInChunks
   EXPECT_EQ(server.Stop(), 0);
 }
 
-TEST(ServerLimits, EngineFaultIsUnavailableAndHealthTurnsNotServing) {
+// The engine-failed path (model/engine.h, serve's --failure-exit-seconds), for each injected
+// fault: the in-flight request gets UNAVAILABLE naming the fault, health turns NOT_SERVING, new
+// requests are refused, and the process exits with status 3 on its own for its supervisor.
+struct FaultCase {
+  const char* fault;     // --debug-fault
+  const char* expected;  // in the error message
+};
+
+class EngineFault : public ::testing::TestWithParam<FaultCase> {};
+
+TEST_P(EngineFault, InFlightGetsUnavailableHealthTurnsNotServingAndTheServerExits) {
   ServerProcess server;
-  ASSERT_TRUE(server.Start(ServeArgs({"--tp", "2", "--debug-fail-at-step", "3"}))) << server.log();
+  ASSERT_TRUE(server.Start(ServeArgs({"--tp", "2", "--debug-fault", GetParam().fault, "--collective-timeout-ms",
+                                      "1000", "--failure-exit-seconds", "2"})))
+      << server.log();
   auto stub = v1::TpServe::NewStub(grpc::CreateChannel(server.grpc_target(), grpc::InsecureChannelCredentials()));
   EXPECT_EQ(HealthStatus(server.grpc_target()), 1);
+  const auto start = std::chrono::steady_clock::now();
   Outcome failed = Generate(*stub, Greedy("this step will fail", 20));
-  EXPECT_EQ(failed.status.error_code(), grpc::StatusCode::UNAVAILABLE);
-  EXPECT_NE(failed.status.error_message().find("injected fault"), std::string::npos)
+  const double detect_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_EQ(failed.status.error_code(), grpc::StatusCode::UNAVAILABLE) << failed.status.error_message();
+  EXPECT_NE(failed.status.error_message().find(GetParam().expected), std::string::npos)
       << failed.status.error_message();
+  // A stall is noticed by its peer after the 1 s collective timeout, then the stuck rank gets one more.
+  EXPECT_LT(detect_s, 20.0);
   int health = 1;
   for (int i = 0; i < 100 && health == 1; ++i) {
     health = HealthStatus(server.grpc_target());
@@ -533,8 +550,20 @@ TEST(ServerLimits, EngineFaultIsUnavailableAndHealthTurnsNotServing) {
   EXPECT_EQ(health, 2);  // NOT_SERVING: load balancers send traffic elsewhere
   Outcome after = Generate(*stub, Greedy("anyone there?", 2));
   EXPECT_EQ(after.status.error_code(), grpc::StatusCode::UNAVAILABLE);
-  EXPECT_EQ(server.Stop(), 0);
+  EXPECT_EQ(server.Wait(30), 3) << server.log();  // exits by itself, non-zero, for the supervisor
+  EXPECT_NE(server.log().find("exiting after the engine failure"), std::string::npos) << server.log();
 }
+
+INSTANTIATE_TEST_SUITE_P(Faults, EngineFault,
+                         ::testing::Values(FaultCase{"fail@3", "injected fault fail@3"},
+                                           FaultCase{"throw@3:1", "rank 1 threw"},
+                                           FaultCase{"stall@3:1", "stalled rank"},
+                                           FaultCase{"comm-error@3:0", "a collective failed"}),
+                         [](const ::testing::TestParamInfo<FaultCase>& param) {
+                           std::string name = param.param.fault;
+                           for (char& c : name) c = std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
+                           return name;
+                         });
 
 TEST(ServerLimits, SigtermDrainsInFlightRequests) {
   ServerProcess server;
