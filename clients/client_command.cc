@@ -3,6 +3,8 @@
 #include <grpcpp/grpcpp.h>
 #include <spdlog/spdlog.h>
 
+#include "clients/grpc_code_name.h"
+
 #include <chrono>
 #include <cstdio>
 #include <nlohmann/json.hpp>
@@ -66,7 +68,7 @@ int Run(const ClientOptions& o) {
   const grpc::Status status = reader->Finish();
   if (!status.ok()) {
     if (!o.json) std::printf("\n");
-    spdlog::error("client: {} ({})", status.error_message(), static_cast<int>(status.error_code()));
+    spdlog::error("client: {}: {}", GrpcCodeName(status.error_code()), status.error_message());
     return 1;
   }
   const double e2e = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -4,6 +4,8 @@
 // output lengths are fixed through the server's ignore_eos / min_tokens.
 #include <grpcpp/grpcpp.h>
 #include <spdlog/spdlog.h>
+
+#include "clients/grpc_code_name.h"
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -118,12 +120,7 @@ RequestRecord RunOne(v1::TpServe::Stub& stub, const v1::GenerateRequest& request
   record.e2e_s = std::chrono::duration<double>(Clock::now() - start).count();
   record.ok = status.ok();
   if (!status.ok()) {
-    static const char* kNames[] = {"OK", "CANCELLED", "UNKNOWN", "INVALID_ARGUMENT", "DEADLINE_EXCEEDED",
-                                   "NOT_FOUND", "ALREADY_EXISTS", "PERMISSION_DENIED", "RESOURCE_EXHAUSTED",
-                                   "FAILED_PRECONDITION", "ABORTED", "OUT_OF_RANGE", "UNIMPLEMENTED",
-                                   "INTERNAL", "UNAVAILABLE", "DATA_LOSS", "UNAUTHENTICATED"};
-    const int code = static_cast<int>(status.error_code());
-    record.error_code = code >= 0 && code <= 16 ? kNames[code] : std::to_string(code);
+    record.error_code = GrpcCodeName(status.error_code());
   }
   return record;
 }

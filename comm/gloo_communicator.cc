@@ -9,6 +9,9 @@
 #include <gloo/transport/tcp/device.h>
 
 #include <algorithm>
+#include <bit>
+
+#include "comm/rank_order_sum.h"
 #include <cstring>
 
 namespace tpserve {
@@ -65,12 +68,7 @@ Status GlooCommunicator::AllReduceSum(float* data, size_t count) {
   if (world_size_ == 1) return Status::Ok();
   gathered_.resize(count * world_size_);
   RETURN_IF_ERROR(AllGather(data, gathered_.data(), count));
-  // ((r0 + r1) + r2) + ...: the in-process communicator's order, element by element.
-  std::memcpy(data, gathered_.data(), count * sizeof(float));
-  for (int r = 1; r < world_size_; ++r) {
-    const float* part = gathered_.data() + static_cast<size_t>(r) * count;
-    for (size_t i = 0; i < count; ++i) data[i] += part[i];
-  }
+  SumChunksInRankOrder(gathered_.data(), world_size_, count, count, data);
   return Status::Ok();
 }
 
@@ -78,12 +76,7 @@ Status GlooCommunicator::ReduceScatterSum(const float* input, float* output, siz
   const size_t per_rank = count * world_size_;
   std::vector<float> all(per_rank * world_size_);  // every rank's whole input
   RETURN_IF_ERROR(AllGather(input, all.data(), per_rank));
-  const size_t chunk = static_cast<size_t>(rank_) * count;
-  std::memcpy(output, all.data() + chunk, count * sizeof(float));
-  for (int r = 1; r < world_size_; ++r) {
-    const float* part = all.data() + static_cast<size_t>(r) * per_rank + chunk;
-    for (size_t i = 0; i < count; ++i) output[i] += part[i];
-  }
+  SumChunksInRankOrder(all.data() + static_cast<size_t>(rank_) * count, world_size_, per_rank, count, output);
   return Status::Ok();
 }
 
@@ -104,10 +97,28 @@ Status GlooCommunicator::Broadcast(float* data, size_t count, int root) {
 }
 
 Status GlooCommunicator::BroadcastBytes(std::vector<uint8_t>* data, int root, std::chrono::milliseconds timeout) {
+  // One message in the common case: the frame [u64 size][payload...] of frame_bytes_, a size every
+  // rank knows. A payload that does not fit sends its tail in a second message, and every rank
+  // grows the frame alike, so the next one fits.
+  constexpr size_t kHeader = sizeof(uint64_t);
+  frame_.resize(frame_bytes_);
   uint64_t size = data->size();
-  RETURN_IF_ERROR(BroadcastRaw(&size, 1, root, timeout));
-  data->resize(size);
-  return size == 0 ? Status::Ok() : BroadcastRaw(data->data(), data->size(), root, timeout);
+  if (rank_ == root) {
+    std::memcpy(frame_.data(), &size, kHeader);
+    std::memcpy(frame_.data() + kHeader, data->data(), std::min<size_t>(size, frame_bytes_ - kHeader));
+  }
+  RETURN_IF_ERROR(BroadcastRaw(frame_.data(), frame_bytes_, root, timeout));
+  std::memcpy(&size, frame_.data(), kHeader);
+  const size_t head = std::min<size_t>(size, frame_bytes_ - kHeader);
+  if (rank_ != root) {
+    data->resize(size);
+    std::memcpy(data->data(), frame_.data() + kHeader, head);
+  }
+  if (size > head) {
+    RETURN_IF_ERROR(BroadcastRaw(data->data() + head, size - head, root, timeout));
+    frame_bytes_ = std::bit_ceil(size + kHeader);
+  }
+  return Status::Ok();
 }
 
 Status GlooCommunicator::Barrier() {

@@ -40,7 +40,8 @@ class GlooCommunicator final : public Communicator {
   Status Broadcast(float* data, size_t count, int root) override;
   Status Barrier() override;
 
-  // Bytes, for the leader's step plans: `data` holds `size` bytes on root; every rank gets them.
+  // Bytes, for the leader's step plans: `data` holds `size` bytes on root; every rank gets them,
+  // in one message while they fit the current frame (4 KiB, grown to fit the largest so far).
   // `timeout`: this call's, when shorter than the communicator's.
   Status BroadcastBytes(std::vector<uint8_t>* data, int root,
                         std::chrono::milliseconds timeout = std::chrono::milliseconds::max());
@@ -55,6 +56,8 @@ class GlooCommunicator final : public Communicator {
   int rank_, world_size_;
   std::chrono::milliseconds timeout_;
   std::vector<float> gathered_;  // [world_size * count] scratch of AllReduce / ReduceScatter
+  size_t frame_bytes_ = 4096;    // BroadcastBytes' message: grows, alike on every rank
+  std::vector<uint8_t> frame_;   // [frame_bytes_]
 };
 
 }  // namespace tpserve

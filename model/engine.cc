@@ -101,7 +101,7 @@ Status Engine::CreateCpuRanks(const ModelDirectory& model) {
         "; group_timeout_ms " + std::to_string(options.group_timeout_ms);
     ASSIGN_OR_RETURN(process_group_, ProcessGroup::Join(group, fingerprint, options.bind_address,
                                                         std::chrono::milliseconds(options.group_timeout_ms)));
-    ASSIGN_OR_RETURN(comms, process_group_->ConnectRanks());
+    ASSIGN_OR_RETURN(comms, process_group_->ConnectRanks(std::chrono::milliseconds(options.collective_timeout_ms)));
   } else {
     for (auto& comm : InProcessCommunicator::CreateGroup(options.tp, std::chrono::milliseconds(options.collective_timeout_ms))) {
       comms.push_back(std::move(comm));
@@ -241,6 +241,12 @@ Status Engine::RunFollower() {
     ++steps_run_;
     RETURN_IF_ERROR(Fail(RunRanks(*plan)));
   }
+}
+
+Status Engine::Heartbeat() {
+  if (!failure_.ok()) return failure_;
+  if (process_group_ == nullptr || !process_group_->membership().leader()) return Status::Ok();
+  return Fail(process_group_->SendHeartbeat());
 }
 
 void Engine::set_trace(bool on) {

@@ -82,6 +82,9 @@ class Engine {
   // (Ok) or the group fails (an error); it has no scheduler and calls no Step.
   bool follower() const;
   Status RunFollower();
+  // Between steps, while idle: a multi-process leader tells its followers it is alive and learns
+  // whether they are (a dead one fails this call, and the engine). Ok at once for one process.
+  Status Heartbeat();
 
   KvBlockPool& block_pool() { return *block_pool_; }
   int block_size() const { return options_.block_size; }

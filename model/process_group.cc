@@ -1,9 +1,8 @@
 #include "model/process_group.h"
 
 #if defined(TPSERVE_HAVE_GLOO)
-#include <thread>
-
 #include "comm/gloo_communicator.h"
+#include "comm/hierarchical_communicator.h"
 #include "comm/rendezvous_store.h"
 #include "model/step_plan_wire.h"
 #endif
@@ -26,6 +25,10 @@ ProcessGroup::ProcessGroup(const GroupMembership& membership)
     : membership_(membership), impl_(std::make_unique<Impl>()) {}
 
 namespace {
+
+// The control channel's messages: an encoded plan (step_plan_wire: longer than one byte), this one
+// byte (a heartbeat), or nothing (shutdown).
+constexpr uint8_t kHeartbeatByte = 0xA5;
 
 Status Mismatch(int member, const std::string& leader, const std::string& theirs) {
   return FailedPrecondition("member " + std::to_string(member) + " loaded a different model or flags than the leader:\n  leader: " +
@@ -70,23 +73,17 @@ Result<std::unique_ptr<ProcessGroup>> ProcessGroup::Join(const GroupMembership& 
   return group;
 }
 
-Result<std::vector<std::unique_ptr<Communicator>>> ProcessGroup::ConnectRanks() {
+Result<std::vector<std::unique_ptr<Communicator>>> ProcessGroup::ConnectRanks(std::chrono::milliseconds local_timeout) {
   const GroupMembership& m = membership_;
-  std::vector<Result<std::unique_ptr<GlooCommunicator>>> connected;
-  for (int i = 0; i < m.local_ranks; ++i) connected.emplace_back(Internal("not connected"));
-  std::vector<std::thread> threads;  // the ranks of one member connect together, not one by one
-  for (int i = 0; i < m.local_ranks; ++i) {
-    threads.emplace_back([&, i] {
-      connected[i] = GlooCommunicator::Connect(*impl_->store, m.first_rank + i, m.tp,
-                                               {.bind_address = impl_->bind_address, .prefix = "tp",
-                                                .timeout = impl_->timeout});
-    });
-  }
-  for (auto& thread : threads) thread.join();
+  // One Gloo communicator among the members; this member's ranks meet in memory and share it.
+  ASSIGN_OR_RETURN(std::unique_ptr<GlooCommunicator> across,
+                   GlooCommunicator::Connect(*impl_->store, m.member, m.members,
+                                             {.bind_address = impl_->bind_address, .prefix = "tp", .timeout = impl_->timeout}));
   std::vector<std::unique_ptr<Communicator>> comms;
-  for (auto& result : connected) {
-    RETURN_IF_ERROR(result.status());
-    comms.push_back(std::move(result).value());
+  if (m.local_ranks == 1) {
+    comms.push_back(std::move(across));
+  } else {
+    comms = HierarchicalCommunicator::CreateGroup(std::move(across), m.local_ranks, local_timeout);
   }
   impl_->ready = true;
   return comms;
@@ -97,8 +94,15 @@ Status ProcessGroup::SendPlan(const StepPlan& plan) {
   return impl_->control->BroadcastBytes(&impl_->wire, 0);
 }
 
+Status ProcessGroup::SendHeartbeat() {
+  impl_->wire.assign(1, kHeartbeatByte);
+  return impl_->control->BroadcastBytes(&impl_->wire, 0, impl_->timeout);
+}
+
 Result<std::optional<StepPlan>> ProcessGroup::ReceivePlan() {
-  RETURN_IF_ERROR(impl_->control->BroadcastBytes(&impl_->wire, 0));
+  do {
+    RETURN_IF_ERROR(impl_->control->BroadcastBytes(&impl_->wire, 0));
+  } while (impl_->wire.size() == 1 && impl_->wire[0] == kHeartbeatByte);
   if (impl_->wire.empty()) return std::optional<StepPlan>();  // shutdown
   ASSIGN_OR_RETURN(StepPlan plan, DecodeStepPlan(impl_->wire));
   return std::optional<StepPlan>(std::move(plan));
@@ -120,10 +124,13 @@ Result<std::unique_ptr<ProcessGroup>> ProcessGroup::Join(const GroupMembership&,
                                                          const std::string&, std::chrono::milliseconds) {
   return Unimplemented("this build has no Gloo (apt-get install libgloo-dev): one process only");
 }
-Result<std::vector<std::unique_ptr<Communicator>>> ProcessGroup::ConnectRanks() { return Unimplemented("no Gloo"); }
+Result<std::vector<std::unique_ptr<Communicator>>> ProcessGroup::ConnectRanks(std::chrono::milliseconds) {
+  return Unimplemented("no Gloo");
+}
 Status ProcessGroup::SendPlan(const StepPlan&) { return Unimplemented("no Gloo"); }
 Result<std::optional<StepPlan>> ProcessGroup::ReceivePlan() { return Unimplemented("no Gloo"); }
 void ProcessGroup::SendShutdown() {}
+Status ProcessGroup::SendHeartbeat() { return Unimplemented("no Gloo"); }
 
 #endif
 

@@ -26,13 +26,17 @@ class ProcessGroup {
   ~ProcessGroup();
 
   // One communicator per rank of this member (global ranks first_rank ...), connected to every
-  // other rank of the group.
-  Result<std::vector<std::unique_ptr<Communicator>>> ConnectRanks();
+  // other rank of the group: one Gloo communicator among the members, which this member's ranks
+  // share through comm/hierarchical_communicator.h when there are several (their waits for each
+  // other time out after `local_timeout`; 0: never).
+  Result<std::vector<std::unique_ptr<Communicator>>> ConnectRanks(std::chrono::milliseconds local_timeout);
 
   // Leader: sends the plan to every follower. Follower: the next plan, or nullopt at shutdown.
   Status SendPlan(const StepPlan& plan);
   Result<std::optional<StepPlan>> ReceivePlan();
   void SendShutdown();  // leader, best effort
+  // Leader, while idle: a message the followers skip; it fails when a follower has gone.
+  Status SendHeartbeat();
 
   const GroupMembership& membership() const { return membership_; }
 

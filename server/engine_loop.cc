@@ -144,10 +144,20 @@ void EngineLoop::Run() {
     std::unordered_set<uint64_t> cancels;
     {
       std::unique_lock<std::mutex> lock(mutex_);
-      wake_.wait(lock, [&] {
+      const bool woken = wake_.wait_for(lock, kHeartbeatInterval, [&] {
         return stop_ || !inbox_.empty() || !cancels_.empty() || !scheduler_.idle();
       });
       if (stop_) break;
+      if (!woken) {
+        // Idle: a multi-process leader checks that its followers are still there, so that a dead
+        // one fails the server now rather than the next request.
+        lock.unlock();
+        if (healthy_) {
+          Status alive = engine_->Heartbeat();
+          if (!alive.ok()) FailAll(Status(StatusCode::kUnavailable, "engine heartbeat failed: " + alive.message()));
+        }
+        continue;
+      }
       // An idle engine waits briefly for more requests, so they start as one batch.
       if (scheduler_.idle() && options_.max_wait_us > 0) {
         wake_.wait_for(lock, std::chrono::microseconds(options_.max_wait_us), [&] {

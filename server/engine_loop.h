@@ -66,6 +66,9 @@ struct EngineLoopOptions {
 
 class EngineLoop {
  public:
+  // How often an idle loop calls Engine::Heartbeat.
+  static constexpr std::chrono::milliseconds kHeartbeatInterval{1000};
+
   EngineLoop(Engine* engine, const Tokenizer* tokenizer, const EngineLoopOptions& options,
              ServerMetrics* metrics);
   ~EngineLoop();

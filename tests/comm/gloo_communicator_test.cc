@@ -85,6 +85,15 @@ TEST(GlooCommunicator, EveryCollectiveEqualsTheInProcessOneBitwise) {
       std::vector<uint8_t> bytes = r == 0 ? std::vector<uint8_t>{1, 2, 3, 250} : std::vector<uint8_t>{};
       ASSERT_TRUE(comm.BroadcastBytes(&bytes, 0).ok());
       EXPECT_EQ(bytes, (std::vector<uint8_t>{1, 2, 3, 250}));
+      // Sizes around the 4 KiB frame (one message) and beyond it (a second one, then a grown
+      // frame), back to the empty shutdown message: every rank gets exactly the root's bytes.
+      for (size_t size : {0ul, 4087ul, 4088ul, 4089ul, 100000ul, 5000ul, 200000ul, 0ul, 17ul}) {
+        std::vector<uint8_t> payload(size);
+        for (size_t i = 0; i < size; ++i) payload[i] = static_cast<uint8_t>((i * 31 + size) & 0xff);
+        std::vector<uint8_t> got = r == 0 ? payload : std::vector<uint8_t>(3, 9);
+        ASSERT_TRUE(comm.BroadcastBytes(&got, 0).ok());
+        ASSERT_EQ(got, payload) << "size " << size;
+      }
       EXPECT_TRUE(comm.Barrier().ok());
     });
   }

@@ -72,6 +72,17 @@ for members in (2, 4):
         check(outputs(leader.stdout) == outputs(single.stdout),
               f"{members} processes x 1 rank: the same tokens and logprobs as one process at TP={members}")
 
+# Two members of two ranks each: the ranks that share a process meet in memory and one Gloo
+# connection joins the members; still bitwise the single process at TP=4.
+single_tp4 = subprocess.run([TPSERVE, *COMMON, "--max-tokens", "16", "--tp", "4"], capture_output=True, text=True,
+                            timeout=120, check=True)
+leader, followers = group(2, 4)
+codes = [f.wait(timeout=60) for f in followers]
+check(leader.returncode == 0 and codes == [0], f"2 members x 2 ranks: both finished ({leader.stderr[-300:]!r})")
+if leader.returncode == 0:
+    check(outputs(leader.stdout) == outputs(single_tp4.stdout),
+          "2 processes x 2 ranks: the same tokens and logprobs as one process at TP=4")
+
 # A member that loaded something else is refused, with the difference on both sides.
 leader, followers = group(2, 2, follower_extra=["--block-size", "8"])
 follower_err = followers[0].communicate(timeout=60)[1]
@@ -120,6 +131,64 @@ except subprocess.TimeoutExpired:
     check(False, "a killed leader: the follower hung")
 
 
+# The server as leader: a follower killed while a request streams takes the engine-failed path —
+# the request gets UNAVAILABLE, the leader reports NOT_SERVING and exits with status 3 by itself
+# (--failure-exit-seconds) for its supervisor to restart the group. An idle leader notices too
+# (its heartbeat), which the second run checks.
+def serve_leader_loses_follower(while_streaming):
+    what = "serve as leader, follower killed " + ("mid-stream" if while_streaming else "while idle")
+    port = free_port()
+    serve_flags = lambda i: ["serve", "--model", "tiny", "--load-format", "dummy", "--device", "cpu", "--tp", "2",
+                             "--nnodes", "2", "--node-rank", str(i), "--rendezvous", f"127.0.0.1:{port}",
+                             "--group-timeout-ms", "5000", "--port", "0", "--metrics-port", "0",
+                             "--failure-exit-seconds", "2"]
+    follower = subprocess.Popen([TPSERVE, *serve_flags(1)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    leader = subprocess.Popen([TPSERVE, *serve_flags(0)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    leader_log = []
+    target = None
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and target is None:
+        line = leader.stderr.readline()
+        if not line:
+            break
+        leader_log.append(line)
+        if "tpserve ready: grpc " in line:
+            target = line.split("tpserve ready: grpc ")[1].split()[0]
+    check(target is not None, f"{what}: ready with a follower ({''.join(leader_log)[-300:]!r})")
+    if target is None:
+        leader.kill()
+        follower.kill()
+        return
+    client = None
+    if while_streaming:
+        client = subprocess.Popen([TPSERVE, "client", "--target", target, "--prompt", "keep going", "--max-tokens",
+                                   "2040", "--ignore-eos", "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                  text=True)
+    time.sleep(2)
+    if client:
+        check(client.poll() is None, f"{what}: the request was still streaming at the kill")
+    follower.send_signal(signal.SIGKILL)
+    follower.wait()
+    killed_at = time.monotonic()
+    try:
+        if client:
+            client_out, client_err = client.communicate(timeout=30)
+            check(client.returncode != 0 and "UNAVAILABLE" in client_out + client_err,
+                  f"{what}: the in-flight request got UNAVAILABLE ({(client_out + client_err)[-200:]!r})")
+        rest = leader.communicate(timeout=30)[1]
+        exited_after = time.monotonic() - killed_at
+        check(leader.returncode == 3, f"{what}: the leader exits with status 3 by itself ({leader.returncode})")
+        check(exited_after < 15, f"... {exited_after:.1f} s after the kill (detection, then NOT_SERVING for 2 s)")
+        check("NOT_SERVING" in rest, f"... after reporting NOT_SERVING ({rest[-300:]!r})")
+    except subprocess.TimeoutExpired:
+        for p in (client, leader):
+            if p:
+                p.kill()
+        check(False, f"{what}: the client or the leader hung")
+
+
+serve_leader_loses_follower(while_streaming=True)
+serve_leader_loses_follower(while_streaming=False)
 
 def across_network_namespaces(expected):
     """The 2-member run with each member in its own network namespace, joined by a veth pair with
