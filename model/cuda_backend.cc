@@ -9,17 +9,18 @@
 
 namespace tpserve {
 
-Result<std::vector<int>> AssignDevices(int tp, int visible_gpus, bool share_gpu) {
-  if (tp < 1) return InvalidArgument("--tp must be at least 1, got " + std::to_string(tp));
+Result<std::vector<int>> AssignDevices(int ranks, int visible_gpus, bool share_gpu, int first_device) {
+  if (ranks < 1) return InvalidArgument("--tp must be at least 1, got " + std::to_string(ranks));
   if (visible_gpus < 1) return FailedPrecondition("no visible GPU (check CUDA_VISIBLE_DEVICES)");
-  if (share_gpu) return std::vector<int>(tp, 0);
-  if (tp > visible_gpus) {
-    return FailedPrecondition("--tp " + std::to_string(tp) + " needs " + std::to_string(tp) + " GPUs, " +
-                              std::to_string(visible_gpus) +
+  if (share_gpu) return std::vector<int>(ranks, 0);
+  if (first_device < 0 || first_device + ranks > visible_gpus) {
+    const std::string first = first_device > 0 ? " from GPU " + std::to_string(first_device) + " (LOCAL_RANK)" : "";
+    return FailedPrecondition(std::to_string(ranks) + " rank(s) in this process need " + std::to_string(ranks) +
+                              " GPUs" + first + ", " + std::to_string(visible_gpus) +
                               " visible (CUDA_VISIBLE_DEVICES); --share-gpu places every rank on one GPU for testing");
   }
-  std::vector<int> devices(tp);
-  for (int r = 0; r < tp; ++r) devices[r] = r;
+  std::vector<int> devices(ranks);
+  for (int r = 0; r < ranks; ++r) devices[r] = first_device + r;
   return devices;
 }
 
@@ -74,6 +75,17 @@ Result<CudaGroup> CreateCudaGroup(const std::string& module_path, const CudaGrou
   ASSIGN_OR_RETURN(void* entry, ModuleEntry(module_path, "tpserve_cuda_create_group"));
   Result<CudaGroup> reply = Internal("the CUDA module returned nothing");
   reinterpret_cast<CudaCreateGroupFn>(entry)(&request, &reply);
+  return reply;
+}
+
+Result<std::string> MakeNcclUniqueId(const std::string& module_path) {
+  ASSIGN_OR_RETURN(void* entry, ModuleEntry(module_path, "tpserve_cuda_nccl_unique_id"));
+  Result<std::string> reply = Internal("the CUDA module returned nothing");
+  reinterpret_cast<CudaNcclUniqueIdFn>(entry)(&reply);
+  if (reply.ok() && reply->size() != kNcclUniqueIdBytes) {
+    return Internal("ncclUniqueId of " + std::to_string(reply->size()) + " bytes, expected " +
+                    std::to_string(kNcclUniqueIdBytes));
+  }
   return reply;
 }
 

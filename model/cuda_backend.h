@@ -20,10 +20,21 @@
 namespace tpserve {
 
 // Bumped whenever the structs below change: the engine refuses a module built from other headers.
-inline constexpr int kCudaModuleAbi = 1;
+inline constexpr int kCudaModuleAbi = 2;
+
+// ncclUniqueId's size (NCCL_UNIQUE_ID_BYTES), checked against nccl.h inside the module.
+inline constexpr size_t kNcclUniqueIdBytes = 128;
 
 struct CudaGroupOptions {
-  int tp = 1;
+  int tp = 1;  // the whole group's TP degree
+  // Multi-process TP: this process runs global ranks [first_rank, first_rank + local_ranks) on its
+  // visible GPUs first_device, first_device + 1, ...; the NCCL communicator spans every process
+  // and is made from the leader's `nccl_unique_id` (kNcclUniqueIdBytes, shared through the
+  // rendezvous). local_ranks 0: one process runs all tp ranks (ncclCommInitAll).
+  int first_rank = 0;
+  int local_ranks = 0;
+  int first_device = 0;
+  std::string nccl_unique_id;
   // Every rank on the first visible GPU, summed by the rank-order communicator: TP > 1 on a
   // one-GPU machine, for tests (NCCL refuses two ranks on one device).
   bool share_gpu = false;
@@ -51,8 +62,9 @@ struct CudaGroup {
   std::string communicator;                         // "nccl 2.28.3", "rank-order", "none"
 };
 
-// The GPU of each rank: ranks 0..tp-1 on the first tp visible GPUs, or all on GPU 0 with share_gpu.
-Result<std::vector<int>> AssignDevices(int tp, int visible_gpus, bool share_gpu);
+// The GPU of each of this process's `ranks` ranks: visible GPUs first_device, first_device + 1, ...
+// (one per rank), or all on GPU 0 with share_gpu.
+Result<std::vector<int>> AssignDevices(int ranks, int visible_gpus, bool share_gpu, int first_device = 0);
 
 struct GpuMemory {
   int device = 0;
@@ -68,6 +80,10 @@ Result<int> KvBlocksForMemory(const std::vector<GpuMemory>& gpus, double utiliza
 
 // Loads the module at `module_path` and asks it for the group.
 Result<CudaGroup> CreateCudaGroup(const std::string& module_path, const CudaGroupRequest& request);
+
+// A fresh ncclUniqueId (ncclGetUniqueId, which needs no GPU), kNcclUniqueIdBytes: the leader of a
+// multi-process group makes it and the rendezvous hands it to every member.
+Result<std::string> MakeNcclUniqueId(const std::string& module_path);
 
 // The read bandwidth of GPU `device` in 1e9 bytes/s (cuda::MeasureReadBandwidth over `bytes`):
 // the weight-streaming floor of bench-decode --device cuda.
@@ -102,5 +118,6 @@ using CudaModuleAbiFn = int (*)();
 using CudaCreateGroupFn = void (*)(const CudaGroupRequest* request, Result<CudaGroup>* reply);
 using CudaReadBandwidthFn = void (*)(int device, size_t bytes, Result<double>* reply);
 using CudaCommBenchFn = void (*)(const DeviceCommBenchRequest* request, Result<DeviceCommBenchReply>* reply);
+using CudaNcclUniqueIdFn = void (*)(Result<std::string>* reply);
 
 }  // namespace tpserve

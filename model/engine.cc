@@ -42,9 +42,6 @@ Result<std::unique_ptr<Engine>> Engine::Create(const ModelDirectory& model,
   if (options.block_size < 1) return InvalidArgument("--block-size must be at least 1");
   if (options.kv_cache_mb < 0) return InvalidArgument("--kv-cache-mb must not be negative");
   std::unique_ptr<Engine> engine(new Engine(c, options));
-  if (options.group.distributed() && options.device == DeviceKind::kCuda) {
-    return Unimplemented("multi-process TP runs the CPU backend in this build (--device cpu)");
-  }
   RETURN_IF_ERROR(options.device == DeviceKind::kCuda ? engine->CreateCudaRanks(model) : engine->CreateCpuRanks(model));
   for (int r = 0; r < static_cast<int>(engine->ranks_.size()); ++r) {
     engine->threads_.emplace_back([e = engine.get(), r] {
@@ -55,6 +52,26 @@ Result<std::unique_ptr<Engine>> Engine::Create(const ModelDirectory& model,
   }
   return engine;
 }
+
+namespace {
+
+// What must be equal on every member of a multi-process group: the leader's plans address its KV
+// blocks and its ranks' slices, and every member must run the same kernels and timeouts.
+std::string GroupFingerprint(const ModelDirectory& model, const EngineOptions& options) {
+  const ModelConfig& c = model.config;
+  return "model " + c.architecture_name + " hidden " + std::to_string(c.hidden_size) + " ffn " +
+         std::to_string(c.intermediate_size) + " layers " + std::to_string(c.num_layers) + " heads " +
+         std::to_string(c.num_heads) + "/" + std::to_string(c.num_kv_heads) + " vocab " + std::to_string(c.vocab_size) +
+         " parameters " + std::to_string(c.ParameterCount()) + " tensors " +
+         std::to_string(model.checkpoint.TensorNames().size()) +
+         (model.path.rfind("dummy:", 0) == 0 ? " " + model.path : "") + "; device " +
+         (options.device == DeviceKind::kCuda ? "cuda" : "cpu") + "; tp " + std::to_string(options.tp) +
+         "; block_size " + std::to_string(options.block_size) + "; linear_kernel " +
+         cpu::LinearKernelName(options.linear_kernel) + "; group_timeout_ms " + std::to_string(options.group_timeout_ms) +
+         "; collective_timeout_ms " + std::to_string(options.collective_timeout_ms);
+}
+
+}  // namespace
 
 Status Engine::CreateCpuRanks(const ModelDirectory& model) {
   const ModelConfig& c = config_;
@@ -88,19 +105,9 @@ Status Engine::CreateCpuRanks(const ModelDirectory& model) {
 
   std::vector<std::unique_ptr<Communicator>> comms;
   if (group.distributed()) {
-    // Every member must run the same model, shapes and flags (the leader's plans address its KV
-    // blocks and its ranks' slices).
-    const std::string fingerprint =
-        "model " + model.config.architecture_name + " hidden " + std::to_string(c.hidden_size) + " ffn " +
-        std::to_string(c.intermediate_size) + " layers " + std::to_string(c.num_layers) + " heads " +
-        std::to_string(c.num_heads) + "/" + std::to_string(c.num_kv_heads) + " vocab " + std::to_string(c.vocab_size) +
-        " parameters " + std::to_string(c.ParameterCount()) + " tensors " +
-        std::to_string(model.checkpoint.TensorNames().size()) + (model.path.rfind("dummy:", 0) == 0 ? " " + model.path : "") +
-        "; tp " + std::to_string(options.tp) + "; block_size " + std::to_string(options.block_size) + "; kv_blocks " +
-        std::to_string(num_blocks) + "; linear_kernel " + cpu::LinearKernelName(options.linear_kernel) +
-        "; group_timeout_ms " + std::to_string(options.group_timeout_ms);
-    ASSIGN_OR_RETURN(process_group_, ProcessGroup::Join(group, fingerprint, options.bind_address,
-                                                        std::chrono::milliseconds(options.group_timeout_ms)));
+    ASSIGN_OR_RETURN(process_group_,
+                     ProcessGroup::Join(group, GroupFingerprint(model, options) + "; kv_blocks " + std::to_string(num_blocks),
+                                        options.bind_address, std::chrono::milliseconds(options.group_timeout_ms)));
     ASSIGN_OR_RETURN(comms, process_group_->ConnectRanks(std::chrono::milliseconds(options.collective_timeout_ms)));
   } else {
     for (auto& comm : InProcessCommunicator::CreateGroup(options.tp, std::chrono::milliseconds(options.collective_timeout_ms))) {
@@ -135,10 +142,30 @@ Status Engine::CreateCudaRanks(const ModelDirectory& model) {
     return Unimplemented("fault injection runs on the CPU backend only");
   }
   ASSIGN_OR_RETURN(CudaProbe probe, ProbeCudaBackend());
+  const GroupMembership& membership = options.group;
+  std::string nccl_unique_id;
+  if (membership.distributed()) {
+    // The members meet and check each other as on the CPU; the leader's ncclUniqueId reaches every
+    // member through the rendezvous; NCCL then joins the GPUs (the Gloo group stays, for the plans).
+    if (membership.tp != options.tp) {
+      return InvalidArgument("--tp " + std::to_string(options.tp) + " differs from the group's " +
+                             std::to_string(membership.tp));
+    }
+    ASSIGN_OR_RETURN(process_group_, ProcessGroup::Join(membership, GroupFingerprint(model, options),
+                                                        options.bind_address,
+                                                        std::chrono::milliseconds(options.group_timeout_ms)));
+    ASSIGN_OR_RETURN(nccl_unique_id, process_group_->ShareFromLeader("nccl_unique_id", [&] {
+      return MakeNcclUniqueId(probe.module_path);
+    }));
+  }
   CudaGroupRequest request;
   request.config = &config_;
   request.options = CudaGroupOptions{
       .tp = options.tp,
+      .first_rank = membership.distributed() ? membership.first_rank : 0,
+      .local_ranks = membership.distributed() ? membership.local_ranks : 0,
+      .first_device = membership.local_device > 0 ? membership.local_device : 0,
+      .nccl_unique_id = nccl_unique_id,
       .share_gpu = options.share_gpu,
       .block_size = options.block_size,
       .kv_cache_blocks = options.kv_cache_blocks,
@@ -157,14 +184,22 @@ Status Engine::CreateCudaRanks(const ModelDirectory& model) {
   };
   request.log = [](const std::string& line) { spdlog::info("cuda: {}", line); };
   ASSIGN_OR_RETURN(CudaGroup group, CreateCudaGroup(probe.module_path, request));
-  if (static_cast<int>(group.ranks.size()) != options.tp) {
-    return Internal("the CUDA module made " + std::to_string(group.ranks.size()) + " ranks for --tp " +
-                    std::to_string(options.tp));
+  const int local_ranks = membership.distributed() ? membership.local_ranks : options.tp;
+  if (static_cast<int>(group.ranks.size()) != local_ranks) {
+    return Internal("the CUDA module made " + std::to_string(group.ranks.size()) + " ranks for " +
+                    std::to_string(local_ranks));
   }
-  block_pool_ = std::make_unique<KvBlockPool>(group.kv_blocks);
+  int kv_blocks = group.kv_blocks;
+  if (process_group_ != nullptr) {
+    // Each member sized its KV cache from its own GPUs' memory: the leader's plans may use only the
+    // blocks that every member holds.
+    ASSIGN_OR_RETURN(kv_blocks, process_group_->AgreeOnMinimum("kv_blocks", group.kv_blocks));
+    process_group_->MarkReady();
+  }
+  block_pool_ = std::make_unique<KvBlockPool>(kv_blocks);
   for (auto& decoder : group.ranks) {
     auto rank = std::make_unique<Rank>();
-    rank->global_rank = static_cast<int>(ranks_.size());
+    rank->global_rank = request.options.first_rank + static_cast<int>(ranks_.size());
     rank->decoder = std::move(decoder);
     ranks_.push_back(std::move(rank));
   }

@@ -1,6 +1,8 @@
 #include "model/process_group.h"
 
 #if defined(TPSERVE_HAVE_GLOO)
+#include <algorithm>
+
 #include "comm/gloo_communicator.h"
 #include "comm/hierarchical_communicator.h"
 #include "comm/rendezvous_store.h"
@@ -73,6 +75,40 @@ Result<std::unique_ptr<ProcessGroup>> ProcessGroup::Join(const GroupMembership& 
   return group;
 }
 
+Result<std::string> ProcessGroup::ShareFromLeader(const std::string& key,
+                                                  const std::function<Result<std::string>()>& make) {
+  // The stored value is tagged: 'V' and the bytes, or 'E' and the leader's error, so that a failure
+  // on the leader is an error on every member at once rather than a wait for the timeout.
+  const std::string stored_key = "shared/" + key;
+  if (membership_.leader()) {
+    Result<std::string> made = make();
+    RETURN_IF_ERROR(impl_->store->Set(stored_key, made.ok() ? "V" + *made : "E" + made.status().message()));
+    return made;
+  }
+  Result<std::string> stored = impl_->store->Get(stored_key, impl_->timeout);
+  if (!stored.ok()) return stored.status();
+  const std::string_view value = *stored;
+  const char tag = value.empty() ? '\0' : value.front();
+  if (tag == 'E') return FailedPrecondition("the leader could not make " + key + ": " + std::string(value.substr(1)));
+  if (tag != 'V') return DataLoss("rendezvous key " + stored_key + " is malformed");
+  return std::string(value.substr(1));
+}
+
+Result<int> ProcessGroup::AgreeOnMinimum(const std::string& key, int value) {
+  const std::string prefix = "min/" + key + "/";
+  RETURN_IF_ERROR(impl_->store->Set(prefix + std::to_string(membership_.member), std::to_string(value)));
+  int minimum = value;
+  for (int member = 0; member < membership_.members; ++member) {
+    ASSIGN_OR_RETURN(std::string theirs, impl_->store->Get(prefix + std::to_string(member), impl_->timeout));
+    try {
+      minimum = std::min(minimum, std::stoi(theirs));
+    } catch (const std::exception&) {
+      return DataLoss("rendezvous key " + prefix + std::to_string(member) + " holds '" + theirs + "', not a number");
+    }
+  }
+  return minimum;
+}
+
 Result<std::vector<std::unique_ptr<Communicator>>> ProcessGroup::ConnectRanks(std::chrono::milliseconds local_timeout) {
   const GroupMembership& m = membership_;
   // One Gloo communicator among the members; this member's ranks meet in memory and share it.
@@ -85,9 +121,11 @@ Result<std::vector<std::unique_ptr<Communicator>>> ProcessGroup::ConnectRanks(st
   } else {
     comms = HierarchicalCommunicator::CreateGroup(std::move(across), m.local_ranks, local_timeout);
   }
-  impl_->ready = true;
+  MarkReady();
   return comms;
 }
+
+void ProcessGroup::MarkReady() { impl_->ready = true; }
 
 Status ProcessGroup::SendPlan(const StepPlan& plan) {
   EncodeStepPlan(plan, &impl_->wire);
@@ -130,7 +168,12 @@ Result<std::vector<std::unique_ptr<Communicator>>> ProcessGroup::ConnectRanks(st
 Status ProcessGroup::SendPlan(const StepPlan&) { return Unimplemented("no Gloo"); }
 Result<std::optional<StepPlan>> ProcessGroup::ReceivePlan() { return Unimplemented("no Gloo"); }
 void ProcessGroup::SendShutdown() {}
+void ProcessGroup::MarkReady() {}
 Status ProcessGroup::SendHeartbeat() { return Unimplemented("no Gloo"); }
+Result<std::string> ProcessGroup::ShareFromLeader(const std::string&, const std::function<Result<std::string>()>&) {
+  return Unimplemented("no Gloo");
+}
+Result<int> ProcessGroup::AgreeOnMinimum(const std::string&, int) { return Unimplemented("no Gloo"); }
 
 #endif
 

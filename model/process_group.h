@@ -5,6 +5,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -25,11 +26,21 @@ class ProcessGroup {
                                                     const std::string& bind_address, std::chrono::milliseconds timeout);
   ~ProcessGroup();
 
+  // A value the leader makes once for the whole group (NCCL's unique id): the leader runs `make`
+  // and publishes the result (or its error) under `key`; every member returns the same bytes.
+  Result<std::string> ShareFromLeader(const std::string& key, const std::function<Result<std::string>()>& make);
+  // Every member offers `value` under `key`; every member gets the smallest.
+  Result<int> AgreeOnMinimum(const std::string& key, int value);
+
   // One communicator per rank of this member (global ranks first_rank ...), connected to every
   // other rank of the group: one Gloo communicator among the members, which this member's ranks
   // share through comm/hierarchical_communicator.h when there are several (their waits for each
   // other time out after `local_timeout`; 0: never).
   Result<std::vector<std::unique_ptr<Communicator>>> ConnectRanks(std::chrono::milliseconds local_timeout);
+
+  // Every member has finished joining the collectives (ConnectRanks does it for the CPU backend;
+  // the CUDA backend after NCCL's join): from now on the leader's shutdown reaches the followers.
+  void MarkReady();
 
   // Leader: sends the plan to every follower. Follower: the next plan, or nullopt at shutdown.
   Status SendPlan(const StepPlan& plan);

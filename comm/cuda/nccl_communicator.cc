@@ -3,6 +3,10 @@
 
 #include "comm/cuda/nccl_communicator.h"
 
+#include <cstring>
+
+#include "model/cuda_backend.h"
+
 namespace tpserve::cuda {
 namespace {
 
@@ -72,6 +76,46 @@ Result<std::vector<std::unique_ptr<DeviceCommunicator>>> CreateNcclGroup(const s
     group.push_back(std::make_unique<NcclCommunicator>(comms[r], static_cast<int>(r), static_cast<int>(comms.size())));
   }
   return group;
+}
+
+Result<std::vector<std::unique_ptr<DeviceCommunicator>>> JoinNcclGroup(const std::vector<int>& devices, int first_rank,
+                                                                       int world, const std::string& unique_id) {
+  static_assert(sizeof(ncclUniqueId) == kNcclUniqueIdBytes, "model/cuda_backend.h's kNcclUniqueIdBytes");
+  if (unique_id.size() != sizeof(ncclUniqueId)) {
+    return InvalidArgument("an ncclUniqueId of " + std::to_string(unique_id.size()) + " bytes, expected " +
+                           std::to_string(sizeof(ncclUniqueId)));
+  }
+  ncclUniqueId id;
+  std::memcpy(&id, unique_id.data(), sizeof(id));
+  std::vector<ncclComm_t> comms(devices.size());
+  // Several ranks of one process join inside one group call, or each would wait for the others.
+  RETURN_IF_ERROR(NcclStatus(ncclGroupStart(), "ncclGroupStart"));
+  for (size_t i = 0; i < devices.size(); ++i) {
+    const cudaError_t set = cudaSetDevice(devices[i]);
+    if (set != cudaSuccess) {
+      (void)ncclGroupEnd();
+      return Status(StatusCode::kFailedPrecondition, std::string("cudaSetDevice: ") + cudaGetErrorString(set));
+    }
+    const ncclResult_t joined = ncclCommInitRank(&comms[i], world, id, first_rank + static_cast<int>(i));
+    if (joined != ncclSuccess) {
+      (void)ncclGroupEnd();
+      return NcclStatus(joined, "ncclCommInitRank rank " + std::to_string(first_rank + i));
+    }
+  }
+  RETURN_IF_ERROR(NcclStatus(ncclGroupEnd(), "ncclCommInitRank of ranks " + std::to_string(first_rank) + ".." +
+                                                 std::to_string(first_rank + devices.size() - 1) + " of " +
+                                                 std::to_string(world)));
+  std::vector<std::unique_ptr<DeviceCommunicator>> group;
+  for (size_t i = 0; i < comms.size(); ++i) {
+    group.push_back(std::make_unique<NcclCommunicator>(comms[i], first_rank + static_cast<int>(i), world));
+  }
+  return group;
+}
+
+Result<std::string> NewNcclUniqueId() {
+  ncclUniqueId id;
+  RETURN_IF_ERROR(NcclStatus(ncclGetUniqueId(&id), "ncclGetUniqueId"));
+  return std::string(reinterpret_cast<const char*>(&id), sizeof(id));
 }
 
 }  // namespace tpserve::cuda

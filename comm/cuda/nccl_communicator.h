@@ -1,5 +1,6 @@
-// NCCL communicators for the ranks of one process, one GPU each (ncclCommInitAll): the
-// DeviceCommunicator the CUDA backend uses whenever every rank has its own GPU. Module-internal.
+// NCCL communicators, one GPU per rank: the DeviceCommunicator the CUDA backend uses whenever every
+// rank has its own GPU — all ranks in this process (ncclCommInitAll), or this process's share of a
+// group that spans processes and nodes (ncclCommInitRank from the leader's unique id). Module-internal.
 #pragma once
 
 #include <memory>
@@ -15,5 +16,14 @@ std::string NcclVersion();
 
 // One communicator per entry of `devices` (CUDA device ordinals, all different), rank r on devices[r].
 Result<std::vector<std::unique_ptr<DeviceCommunicator>>> CreateNcclGroup(const std::vector<int>& devices);
+
+// This process's ranks of a group of `world` ranks over several processes: global rank
+// first_rank + i on devices[i], joined through `unique_id` (ncclGetUniqueId's bytes on the
+// leader, handed to every process by the rendezvous). Blocks until every process has joined.
+Result<std::vector<std::unique_ptr<DeviceCommunicator>>> JoinNcclGroup(const std::vector<int>& devices, int first_rank,
+                                                                       int world, const std::string& unique_id);
+
+// ncclGetUniqueId's bytes (no GPU needed).
+Result<std::string> NewNcclUniqueId();
 
 }  // namespace tpserve::cuda

@@ -21,6 +21,10 @@ namespace {
 
 Result<std::vector<std::unique_ptr<DeviceCommunicator>>> CreateCommunicators(const std::vector<int>& devices,
                                                                              const CudaGroupOptions& options) {
+  if (options.local_ranks > 0) {  // this process's share of a group over several processes
+    if (options.share_gpu) return InvalidArgument("--share-gpu runs in one process only (no multi-process TP)");
+    return JoinNcclGroup(devices, options.first_rank, options.tp, options.nccl_unique_id);
+  }
   const int tp = static_cast<int>(devices.size());
   if (tp == 1) {
     std::vector<std::unique_ptr<DeviceCommunicator>> none;
@@ -39,26 +43,28 @@ Result<CudaGroup> CreateGroup(const CudaGroupRequest& request) {
   };
   int visible = 0;
   RETURN_IF_ERROR(CudaStatus(cudaGetDeviceCount(&visible), "cudaGetDeviceCount"));
-  ASSIGN_OR_RETURN(std::vector<int> devices, AssignDevices(options.tp, visible, options.share_gpu));
+  const int local_ranks = options.local_ranks > 0 ? options.local_ranks : options.tp;
+  ASSIGN_OR_RETURN(std::vector<int> devices, AssignDevices(local_ranks, visible, options.share_gpu, options.first_device));
   ASSIGN_OR_RETURN(auto comms, CreateCommunicators(devices, options));
   CudaGroup group;
   group.communicator = comms[0] ? comms[0]->name() : "none";
   if (options.tp > 1) log("communicator: " + group.communicator + " over " + std::to_string(options.tp) + " ranks");
 
   std::vector<cuda::CudaDecoder*> decoders;
-  for (int r = 0; r < options.tp; ++r) {
+  for (int local = 0; local < local_ranks; ++local) {
+    const int r = options.first_rank + local;
     const auto start = std::chrono::steady_clock::now();
     ASSIGN_OR_RETURN(RankWeights weights, request.load_rank(r));
-    const CudaRankOptions rank_options{.device = devices[r],
+    const CudaRankOptions rank_options{.device = devices[local],
                                        .block_size = options.block_size,
                                        .trace = options.trace,
                                        .max_tokens = options.max_tokens_per_step,
                                        .return_logits = options.return_logits,
                                        .wait_timeout = options.collective_timeout};
-    ASSIGN_OR_RETURN(auto decoder, CudaDecoder::Create(config, weights, std::move(comms[r]), rank_options));
+    ASSIGN_OR_RETURN(auto decoder, CudaDecoder::Create(config, weights, std::move(comms[local]), rank_options));
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     char line[160];
-    std::snprintf(line, sizeof(line), "rank %d on cuda:%d: %.2f GiB of weights loaded in %.2f s", r, devices[r],
+    std::snprintf(line, sizeof(line), "rank %d on cuda:%d: %.2f GiB of weights loaded in %.2f s", r, devices[local],
                   decoder->weight_bytes() / 1073741824.0, seconds);
     log(line);
     decoders.push_back(decoder.get());
@@ -105,6 +111,10 @@ __attribute__((visibility("default"))) int tpserve_cuda_abi() { return tpserve::
 __attribute__((visibility("default"))) void tpserve_cuda_create_group(const tpserve::CudaGroupRequest* request,
                                                                       tpserve::Result<tpserve::CudaGroup>* reply) {
   *reply = tpserve::cuda::CreateGroup(*request);
+}
+
+__attribute__((visibility("default"))) void tpserve_cuda_nccl_unique_id(tpserve::Result<std::string>* reply) {
+  *reply = tpserve::cuda::NewNcclUniqueId();
 }
 
 __attribute__((visibility("default"))) void tpserve_cuda_comm_bench(

@@ -22,6 +22,13 @@ TEST(AssignDevices, OneGpuPerRankInOrderOrAllOnOneWhenShared) {
   EXPECT_THAT(too_many.status().message(), HasSubstr("--tp 8 needs 8 GPUs, 4 visible"));
   EXPECT_THAT(too_many.status().message(), HasSubstr("--share-gpu"));
   EXPECT_FALSE(AssignDevices(2, 0, true).ok());
+  // Multi-process: a member's ranks from its first GPU (torchrun's LOCAL_RANK), one per rank.
+  EXPECT_EQ(*AssignDevices(1, 8, false, 5), (std::vector<int>{5}));
+  EXPECT_EQ(*AssignDevices(2, 4, false, 2), (std::vector<int>{2, 3}));
+  auto past_the_end = AssignDevices(2, 4, false, 3);
+  ASSERT_FALSE(past_the_end.ok());
+  EXPECT_NE(past_the_end.status().message().find("from GPU 3 (LOCAL_RANK), 4 visible"), std::string::npos)
+      << past_the_end.status().message();
   EXPECT_FALSE(AssignDevices(0, 2, false).ok());
 }
 
