@@ -112,7 +112,7 @@ size_t CountWrong(Collective c, const RankBuffers& b, int rank, int n, size_t co
 
 // Runs warmup + iters calls on every rank; returns the mean time per call and #wrong (all ranks).
 Result<std::pair<double, size_t>> Measure(const CommBenchOptions& o, Collective c, size_t count, bool in_place) {
-  auto comms = InProcessCommunicator::CreateGroup(o.ranks);
+  auto comms = InProcessCommunicator::CreateGroup(o.ranks, std::chrono::milliseconds(o.collective_timeout_ms));
   std::vector<RankBuffers> buffers(o.ranks);
   std::vector<Status> statuses(o.ranks);
   std::vector<size_t> wrong(o.ranks, 0);

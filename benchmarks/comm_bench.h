@@ -17,6 +17,7 @@ struct CommBenchOptions {
   std::string collective = "all_reduce";
   std::string backend = "local";
   int ranks = 2;
+  int collective_timeout_ms = 60000;  // local: every wait's timeout, as the engine's (0: none)
   size_t min_bytes = 8;             // -b
   size_t max_bytes = 64 << 20;      // -e
   double step_factor = 2;           // -f

@@ -17,6 +17,10 @@ void AddBenchCommCommand(CLI::App& app, CommandAction* action) {
   cmd->add_option("--backend", o->backend, "local (ranks as threads), nccl (one GPU per rank, NCCL_ALGO / NCCL_PROTO honoured), "
                   "rank-order (ranks sharing GPU 0)")->capture_default_str();
   cmd->add_option("--ranks,-g", o->ranks, "Ranks")->capture_default_str();
+  cmd->add_option("--collective-timeout-ms", o->collective_timeout_ms,
+                  "local: the timeout of every wait, as serve's (0: none, to measure what the timeouts cost)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   // Sizes take nccl-tests' suffixes: 8, 1K, 64M, 1G (K = 1024).
   cmd->add_option("-b,--minbytes", o->min_bytes, "Smallest size (bytes; K, M, G suffixes)")
       ->transform(CLI::AsSizeValue(false))
