@@ -1,11 +1,14 @@
 // `tpserve client`: sends one prompt to a tpserve server, streams the text to the terminal as it
 // arrives and prints the timings; --json prints one object instead.
+#include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
 #include <spdlog/spdlog.h>
 
+#include "clients/connection.h"
 #include "clients/grpc_code_name.h"
 
 #include <chrono>
+#include <future>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
@@ -17,6 +20,7 @@ namespace {
 
 struct ClientOptions {
   std::string target = "127.0.0.1:50051";
+  ConnectionOptions connection;
   std::string prompt;
   int max_tokens = 64;
   float temperature = 0;
@@ -30,8 +34,12 @@ struct ClientOptions {
 };
 
 int Run(const ClientOptions& o) {
-  auto channel = grpc::CreateChannel(o.target, grpc::InsecureChannelCredentials());
-  auto stub = v1::TpServe::NewStub(channel);
+  auto connection = Connection::Open(o.target, o.connection);
+  if (!connection.ok()) {
+    spdlog::error("client: {}", connection.status().message());
+    return 2;
+  }
+  auto stub = v1::TpServe::NewStub(connection->channel());
   v1::GenerateRequest request;
   request.set_text(o.prompt);
   request.set_max_tokens(o.max_tokens);
@@ -43,6 +51,7 @@ int Run(const ClientOptions& o) {
   for (const auto& s : o.stop) request.add_stop(s);
 
   grpc::ClientContext context;
+  connection->Authorize(&context);
   if (o.timeout_s > 0) {
     context.set_deadline(std::chrono::system_clock::now() +
                          std::chrono::microseconds(static_cast<int64_t>(o.timeout_s * 1e6)));
@@ -102,10 +111,58 @@ int Run(const ClientOptions& o) {
 
 }  // namespace
 
+// `tpserve health`: grpc.health.v1 Check, for probes and HEALTHCHECKs that must speak TLS.
+int RunHealth(const std::string& target, const ConnectionOptions& options, double timeout_s) {
+  auto connection = Connection::Open(target, options);
+  if (!connection.ok()) {
+    spdlog::error("health: {}", connection.status().message());
+    return 2;
+  }
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1e3)));
+  grpc::Slice empty;  // HealthCheckRequest{service: ""} is empty on the wire
+  grpc::ByteBuffer request_bytes(&empty, 1), response_bytes;
+  grpc::GenericStub stub(connection->channel());
+  std::promise<grpc::Status> done;
+  stub.UnaryCall(&context, "/grpc.health.v1.Health/Check", grpc::StubOptions(), &request_bytes, &response_bytes,
+                 [&](grpc::Status s) { done.set_value(std::move(s)); });
+  const grpc::Status status = done.get_future().get();
+  if (!status.ok()) {
+    std::printf("UNREACHABLE %s: %s\n", GrpcCodeName(status.error_code()).c_str(), status.error_message().c_str());
+    return 1;
+  }
+  // HealthCheckResponse: field 1 (status, varint): 1 SERVING, 2 NOT_SERVING.
+  std::vector<grpc::Slice> slices;
+  std::string bytes;
+  if (response_bytes.Dump(&slices).ok()) {
+    for (const grpc::Slice& slice : slices) bytes.append(reinterpret_cast<const char*>(slice.begin()), slice.size());
+  }
+  const int serving = bytes.size() >= 2 && bytes[0] == 0x08 ? bytes[1] : 0;
+  std::printf("%s\n", serving == 1 ? "SERVING" : serving == 2 ? "NOT_SERVING" : "UNKNOWN");
+  return serving == 1 ? 0 : 1;
+}
+
+void AddHealthCommand(CLI::App& app, CommandAction* action) {
+  struct HealthOptions {
+    std::string target = "127.0.0.1:50051";
+    ConnectionOptions connection;
+    double timeout_s = 5;
+  };
+  auto o = std::make_shared<HealthOptions>();
+  CLI::App* cmd = app.add_subcommand(
+      "health", "Ask a server's grpc.health.v1 whether it serves (for probes and HEALTHCHECKs, TLS included):\n"
+                "prints SERVING (exit 0), NOT_SERVING or UNREACHABLE (exit 1).");
+  cmd->add_option("--target", o->target, "Server address host:port")->capture_default_str();
+  AddConnectionFlags(cmd, &o->connection);
+  cmd->add_option("--timeout", o->timeout_s, "Seconds to wait for the answer")->capture_default_str();
+  cmd->callback([o, action] { *action = [o] { return RunHealth(o->target, o->connection, o->timeout_s); }; });
+}
+
 void AddClientCommand(CLI::App& app, CommandAction* action) {
   auto o = std::make_shared<ClientOptions>();
   CLI::App* cmd = app.add_subcommand("client", "Send a prompt to a tpserve server and stream the completion.");
   cmd->add_option("--target", o->target, "Server address host:port")->capture_default_str();
+  AddConnectionFlags(cmd, &o->connection);
   cmd->add_option("--prompt", o->prompt, "Prompt text")->required();
   cmd->add_option("--max-tokens", o->max_tokens, "Tokens to generate")->capture_default_str();
   cmd->add_option("--temperature", o->temperature, "0: greedy")->capture_default_str();

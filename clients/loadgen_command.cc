@@ -5,6 +5,7 @@
 #include <grpcpp/grpcpp.h>
 #include <spdlog/spdlog.h>
 
+#include "clients/connection.h"
 #include "clients/grpc_code_name.h"
 #include <sys/resource.h>
 #include <unistd.h>
@@ -55,6 +56,7 @@ Result<LengthRange> ParseRange(const std::string& text, const char* flag) {
 
 struct LoadgenOptions {
   std::string server = "127.0.0.1:50051";
+  ConnectionOptions connection;
   int concurrency = 1;
   double rate = 0;        // > 0: open loop
   double burstiness = 1;
@@ -97,8 +99,10 @@ struct Workload {
   }
 };
 
-RequestRecord RunOne(v1::TpServe::Stub& stub, const v1::GenerateRequest& request, double timeout_s) {
+RequestRecord RunOne(v1::TpServe::Stub& stub, const Connection& connection, const v1::GenerateRequest& request,
+                     double timeout_s) {
   grpc::ClientContext context;
+  connection.Authorize(&context);
   context.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1e3)));
   RequestRecord record;
   const auto start = Clock::now();
@@ -158,8 +162,8 @@ class Progress {
   Clock::time_point start_, last_;
 };
 
-RunResult Run(v1::TpServe::Stub& stub, const Workload& workload, const LoadgenOptions& o, int concurrency) {
-  for (int i = 0; i < o.warmup; ++i) RunOne(stub, workload.Make(-1 - i), 600);
+RunResult Run(v1::TpServe::Stub& stub, const Connection& connection, const Workload& workload, const LoadgenOptions& o, int concurrency) {
+  for (int i = 0; i < o.warmup; ++i) RunOne(stub, connection, workload.Make(-1 - i), 600);
   std::vector<RequestRecord> records(o.requests);
   std::atomic<int> next{0}, done{0}, in_flight{0};
   std::mutex progress_mutex;
@@ -170,7 +174,7 @@ RunResult Run(v1::TpServe::Stub& stub, const Workload& workload, const LoadgenOp
                                          : Clock::time_point::max();
   auto run = [&](int index) {
     ++in_flight;
-    records[index] = RunOne(stub, workload.Make(index), 600);
+    records[index] = RunOne(stub, connection, workload.Make(index), 600);
     --in_flight;
     const int finished = ++done;
     std::lock_guard<std::mutex> lock(progress_mutex);
@@ -257,11 +261,16 @@ int Main(const LoadgenOptions& o) {
       return 2;
     }
   }
-  auto channel = grpc::CreateChannel(o.server, grpc::InsecureChannelCredentials());
-  auto stub = v1::TpServe::NewStub(channel);
+  auto connection = Connection::Open(o.server, o.connection);
+  if (!connection.ok()) {
+    spdlog::error("loadgen: {}", connection.status().message());
+    return 2;
+  }
+  auto stub = v1::TpServe::NewStub(connection->channel());
   v1::ModelInfoResponse info;
   {
     grpc::ClientContext context;
+    connection->Authorize(&context);
     context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
     const grpc::Status status = stub->ModelInfo(&context, v1::ModelInfoRequest(), &info);
     if (!status.ok()) {
@@ -302,7 +311,7 @@ int Main(const LoadgenOptions& o) {
   std::vector<LoadReport> reports;
   std::vector<std::string> labels;
   for (int level : levels) {
-    RunResult result = Run(*stub, workload, o, level);
+    RunResult result = Run(*stub, *connection, workload, o, level);
     reports.push_back(result.report);
     labels.push_back(o.rate > 0 ? "rate " + std::to_string(o.rate) : "c=" + std::to_string(level));
     if (o.json) {
@@ -329,6 +338,7 @@ void AddLoadgenCommand(CLI::App& app, CommandAction* action) {
       "Load-test a running tpserve server: closed loop (--concurrency) or open loop (--rate,\n"
       "Poisson arrivals); reports throughput, TTFT / TPOT / ITL / E2E percentiles and goodput.");
   cmd->add_option("--server", o->server, "Server address host:port")->capture_default_str();
+  AddConnectionFlags(cmd, &o->connection);
   cmd->add_option("--concurrency", o->concurrency, "Closed loop: requests in flight")->check(CLI::PositiveNumber)->capture_default_str();
   cmd->add_option("--rate", o->rate, "Open loop: requests per second (Poisson arrivals)");
   cmd->add_option("--burstiness", o->burstiness, "Gamma shape of the gaps: 1 Poisson, < 1 burstier")->check(CLI::PositiveNumber)->capture_default_str();

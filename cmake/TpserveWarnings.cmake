@@ -15,3 +15,12 @@ if(TPSERVE_SANITIZE)
                       -fno-sanitize-recover=all)
   add_link_options(-fsanitize=${TPSERVE_SANITIZE})
 endif()
+
+# Fuzzing: every library carries libFuzzer's coverage instrumentation; only the fuzz targets link
+# its main (tests/fuzz).
+if(TPSERVE_FUZZ)
+  if(NOT CMAKE_CXX_COMPILER_ID MATCHES "Clang")
+    message(FATAL_ERROR "TPSERVE_FUZZ needs clang (libFuzzer), e.g. CC=clang-16 CXX=clang++-16")
+  endif()
+  add_compile_options(-fsanitize=fuzzer-no-link)
+endif()

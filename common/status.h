@@ -25,6 +25,7 @@ enum class StatusCode {
   kInternal = 13,
   kUnavailable = 14,
   kDataLoss = 15,
+  kUnauthenticated = 16,
 };
 
 std::string_view StatusCodeName(StatusCode code);

@@ -29,6 +29,7 @@ PACKAGES=(
   libpcre2-dev libutf8proc-dev
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc libcpp-httplib-dev libgloo-dev
   librsvg2-bin  # --plot FILE.png
+  openssl  # the TLS tests make their certificates
   libopenmpi-dev openmpi-bin  # bench-comm --peer mpi
 )
 [[ $WANT_SANITIZERS == 1 ]] && PACKAGES+=(clang-16 libclang-rt-16-dev)

@@ -246,9 +246,9 @@ grpc::Status ToGrpcStatus(const Status& status) {
 
 TpServeService::TpServeService(const ModelDirectory* model, EngineLoop* loop, Engine* engine,
                                ServerMetrics* metrics, const EngineLoopOptions& loop_options,
-                               const ServiceLimits& limits)
+                               const ServiceLimits& limits, const AccessControl* access)
     : model_(model), loop_(loop), engine_(engine), metrics_(metrics), loop_options_(loop_options),
-      limits_(limits) {
+      limits_(limits), access_(access) {
   if (limits_.max_model_len <= 0) limits_.max_model_len = model->config.max_position_embeddings;
 }
 
@@ -283,6 +283,10 @@ Result<ServeRequest> TpServeService::Validate(const v1::GenerateRequest& r) cons
   }
   if (r.max_tokens() <= 0) {
     return InvalidArgument("max_tokens: must be at least 1, got " + std::to_string(r.max_tokens()));
+  }
+  if (limits_.max_new_tokens > 0 && r.max_tokens() > limits_.max_new_tokens) {
+    return InvalidArgument("max_tokens: " + std::to_string(r.max_tokens()) + " is over this server's limit of " +
+                           std::to_string(limits_.max_new_tokens) + " (--max-new-tokens)");
   }
   const int64_t total = int64_t{prompt} + r.max_tokens();
   if (total > limit) {
@@ -329,15 +333,25 @@ Result<ServeRequest> TpServeService::Validate(const v1::GenerateRequest& r) cons
   return out;
 }
 
-grpc::ServerWriteReactor<grpc::ByteBuffer>* TpServeService::Generate(grpc::CallbackServerContext* /*context*/,
+grpc::ServerWriteReactor<grpc::ByteBuffer>* TpServeService::Generate(grpc::CallbackServerContext* context,
                                                                      const grpc::ByteBuffer* wire) {
-  Result<ServeRequest> request = Accept(*wire);
+  Result<ServeRequest> request = Accept(context, *wire);
   auto call = std::make_shared<GenerateCall>(loop_, request.ok() ? request->request_id : "", metrics_);
   call->Start(std::move(request));
   return call.get();
 }
 
-Result<ServeRequest> TpServeService::Accept(const grpc::ByteBuffer& wire) const {
+Status TpServeService::Authorize(grpc::CallbackServerContext* context) const {
+  if (access_ == nullptr || !access_->requires_key()) return Status::Ok();
+  const auto& metadata = context->client_metadata();
+  const auto found = metadata.find("authorization");
+  const std::string_view value =
+      found == metadata.end() ? std::string_view() : std::string_view(found->second.data(), found->second.size());
+  return access_->CheckAuthorization(value);
+}
+
+Result<ServeRequest> TpServeService::Accept(grpc::CallbackServerContext* context, const grpc::ByteBuffer& wire) const {
+  RETURN_IF_ERROR(Authorize(context));
   if (draining_) return Status(StatusCode::kUnavailable, "the server is shutting down");
   if (!loop_->healthy()) return Status(StatusCode::kUnavailable, "the engine has failed; retry on another server");
   std::vector<grpc::Slice> slices;
@@ -352,6 +366,11 @@ Result<ServeRequest> TpServeService::Accept(const grpc::ByteBuffer& wire) const 
 grpc::ServerUnaryReactor* TpServeService::ModelInfo(grpc::CallbackServerContext* context,
                                                    const v1::ModelInfoRequest* /*request*/,
                                                    v1::ModelInfoResponse* response) {
+  if (Status allowed = Authorize(context); !allowed.ok()) {
+    auto* reactor = context->DefaultReactor();
+    reactor->Finish(ToGrpcStatus(allowed));
+    return reactor;
+  }
   const ModelConfig& c = model_->config;
   response->set_architecture(c.architecture_name);
   response->set_hidden_size(c.hidden_size);
@@ -376,6 +395,11 @@ grpc::ServerUnaryReactor* TpServeService::ModelInfo(grpc::CallbackServerContext*
 grpc::ServerUnaryReactor* TpServeService::Stats(grpc::CallbackServerContext* context,
                                                const v1::StatsRequest* /*request*/,
                                                v1::StatsResponse* response) {
+  if (Status allowed = Authorize(context); !allowed.ok()) {
+    auto* reactor = context->DefaultReactor();
+    reactor->Finish(ToGrpcStatus(allowed));
+    return reactor;
+  }
   const ServerMetrics& m = *metrics_;
   response->set_requests_running(m.requests_running.load());
   response->set_requests_waiting(m.requests_waiting.load());

@@ -7,6 +7,7 @@
 #include <atomic>
 
 #include "model/model_directory.h"
+#include "server/access_control.h"
 #include "server/engine_loop.h"
 #include "tpserve/v1/tpserve.grpc.pb.h"
 
@@ -20,6 +21,7 @@ struct ServiceLimits {
   int max_logprobs = 20;
   int max_prompt_token_ids = 1 << 20;
   size_t max_request_bytes = 1 << 20;  // a larger Generate request is RESOURCE_EXHAUSTED
+  int max_new_tokens = 4096;           // a request's max_tokens cap (0: max_model_len only)
 };
 
 // Maps tpserve's Status to gRPC's (the codes share their numbers).
@@ -29,8 +31,10 @@ grpc::Status ToGrpcStatus(const Status& status);
 // request's size and UTF-8: every refusal then names its field and is counted.
 class TpServeService final : public v1::TpServe::WithRawCallbackMethod_Generate<v1::TpServe::CallbackService> {
  public:
+  // `access`: the API key every call must carry (nullptr: none).
   TpServeService(const ModelDirectory* model, EngineLoop* loop, Engine* engine, ServerMetrics* metrics,
-                 const EngineLoopOptions& loop_options, const ServiceLimits& limits);
+                 const EngineLoopOptions& loop_options, const ServiceLimits& limits,
+                 const AccessControl* access = nullptr);
 
   grpc::ServerWriteReactor<grpc::ByteBuffer>* Generate(grpc::CallbackServerContext* context,
                                                        const grpc::ByteBuffer* request) override;
@@ -47,8 +51,11 @@ class TpServeService final : public v1::TpServe::WithRawCallbackMethod_Generate<
   Result<ServeRequest> Validate(const v1::GenerateRequest& request) const;
 
  private:
-  // UNAVAILABLE while draining or after an engine failure; otherwise the request read and validated.
-  Result<ServeRequest> Accept(const grpc::ByteBuffer& wire) const;
+  // UNAUTHENTICATED without the API key; UNAVAILABLE while draining or after an engine failure;
+  // otherwise the request read and validated.
+  Result<ServeRequest> Accept(grpc::CallbackServerContext* context, const grpc::ByteBuffer& wire) const;
+  // The call's API key against the server's (Ok when none is configured).
+  Status Authorize(grpc::CallbackServerContext* context) const;
 
   const ModelDirectory* model_;
   EngineLoop* loop_;
@@ -56,6 +63,7 @@ class TpServeService final : public v1::TpServe::WithRawCallbackMethod_Generate<
   ServerMetrics* metrics_;
   EngineLoopOptions loop_options_;
   ServiceLimits limits_;
+  const AccessControl* access_;
   std::atomic<bool> draining_{false};
 };
 

@@ -22,6 +22,7 @@ int main(int argc, char** argv) {
 #if defined(TPSERVE_WITH_GRPC)
   tpserve::AddServeCommand(app, &action);
   tpserve::AddClientCommand(app, &action);
+  tpserve::AddHealthCommand(app, &action);
   tpserve::AddLoadgenCommand(app, &action);
 #endif
   tpserve::AddGenerateCommand(app, &action);

@@ -25,6 +25,7 @@ void AddPlanCommand(CLI::App& app, CommandAction* action);
 #if defined(TPSERVE_WITH_GRPC)
 void AddServeCommand(CLI::App& app, CommandAction* action);
 void AddClientCommand(CLI::App& app, CommandAction* action);
+void AddHealthCommand(CLI::App& app, CommandAction* action);
 void AddLoadgenCommand(CLI::App& app, CommandAction* action);
 #endif
 

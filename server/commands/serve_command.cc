@@ -12,6 +12,7 @@
 
 #include "model/engine.h"
 #include "model/model_directory.h"
+#include "server/access_control.h"
 #include "server/commands/commands.h"
 #include "server/engine_loop.h"
 #include "server/grpc_call_counts.h"
@@ -31,6 +32,14 @@ struct ServeOptions {
   int drain_seconds = 30;
   int failure_exit_seconds = 5;  // engine failed: NOT_SERVING for this long, then exit kEngineFailedExit
   size_t max_request_bytes = 1 << 20;  // Generate requests: checked and counted by the service
+  int max_new_tokens = 4096;           // a request's max_tokens cap
+  std::string metrics_host = "127.0.0.1";
+  AccessOptions access;
+  // Connection limits, safe on the open internet (gRPC's own defaults are unlimited or hours).
+  int max_concurrent_streams = 128;      // per connection (HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS)
+  int keepalive_time_ms = 60000;         // ping a connection idle this long...
+  int keepalive_timeout_ms = 20000;      // ...and close it if the ping is not answered in this long
+  int max_connection_idle_ms = 600000;   // close a connection without calls for this long
   EngineOptions engine;
   EngineLoopOptions loop;
 };
@@ -70,6 +79,11 @@ int Run(const ServeOptions& options) {
     spdlog::error("serve: {}", model.status().ToString());
     return 1;
   }
+  auto access = AccessControl::Create(options.access);
+  if (!access.ok()) {
+    spdlog::error("serve: {}", access.status().message());
+    return 1;
+  }
   EngineOptions engine_options = options.engine;
   auto engine = CreateEngineOnDevice(*model, engine_options);
   if (!engine.ok()) {
@@ -84,23 +98,28 @@ int Run(const ServeOptions& options) {
   ServerMetrics metrics;
   EngineLoop loop(engine->get(), &model->tokenizer, loop_options, &metrics);
   ServiceLimits limits{.max_model_len = loop_options.max_model_len,
-                       .max_request_bytes = options.max_request_bytes};
-  TpServeService service(&*model, &loop, engine->get(), &metrics, loop_options, limits);
+                       .max_request_bytes = options.max_request_bytes,
+                       .max_new_tokens = options.max_new_tokens};
+  TpServeService service(&*model, &loop, engine->get(), &metrics, loop_options, limits, &*access);
 
   GrpcCallCounts grpc_calls(KnownMethods());
   // First: nothing to unwind if its port is taken.
   MetricsHttpServer metrics_http([&] { return metrics.RenderPrometheus() + grpc_calls.RenderPrometheus(); });
-  auto metrics_port = metrics_http.Start(options.host, options.metrics_port);
+  auto metrics_port = metrics_http.Start(options.metrics_host, options.metrics_port);
   if (!metrics_port.ok()) {
     spdlog::error("serve: {}", metrics_port.status().message());
     return 1;
   }
   grpc::EnableDefaultHealthCheckService(true);
-  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  // Reflection cannot check the API key (it is gRPC's own service): with a key it is off.
+  if (!access->requires_key()) grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   int grpc_port = 0;
-  builder.AddListeningPort(options.host + ":" + std::to_string(options.port),
-                           grpc::InsecureServerCredentials(), &grpc_port);
+  builder.AddListeningPort(options.host + ":" + std::to_string(options.port), access->Credentials(), &grpc_port);
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, options.max_concurrent_streams);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, options.keepalive_time_ms);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, options.keepalive_timeout_ms);
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS, options.max_connection_idle_ms);
   // gRPC's own limit is a backstop well above the service's: a refusal by gRPC reaches no handler
   // and so no metric, while the service's names the size and is counted.
   builder.SetMaxReceiveMessageSize(static_cast<int>(kGrpcMessageBackstopFactor * options.max_request_bytes));
@@ -119,7 +138,9 @@ int Run(const ServeOptions& options) {
                model->path, model->config.architecture_name, engine_options.tp,
                (*engine)->block_pool().total_blocks(), (*engine)->block_size(),
                loop_options.scheduler.max_batch_size, loop_options.max_queue);
-  spdlog::info("tpserve ready: grpc {}:{} metrics {}:{}", options.host, grpc_port, options.host, *metrics_port);
+  spdlog::info("access: {}, {}", access->tls() ? "TLS" : "plaintext (no TLS)",
+               access->requires_key() ? "API key required (reflection off)" : "no API key");
+  spdlog::info("tpserve ready: grpc {}:{} metrics {}:{}", options.host, grpc_port, options.metrics_host, *metrics_port);
 
   // Engine health is reflected in grpc.health.v1 while we wait for a signal. A failed engine
   // cannot be repaired in place (a stalled rank thread cannot be stopped safely): NOT_SERVING at
@@ -174,6 +195,32 @@ void AddServeCommand(CLI::App& app, CommandAction* action) {
   cmd->add_option("--host", options->host, "Address to listen on (loopback by default)")->capture_default_str();
   cmd->add_option("--port", options->port, "gRPC port (0: pick a free one)")->capture_default_str();
   cmd->add_option("--metrics-port", options->metrics_port, "HTTP /metrics port (0: pick a free one)")
+      ->capture_default_str();
+  cmd->add_option("--metrics-host", options->metrics_host,
+                  "Address of the /metrics endpoint (loopback by default; 0.0.0.0 inside a pod for Prometheus)")
+      ->capture_default_str();
+  cmd->add_option("--api-key-file", options->access.api_key_file,
+                  "Every call must send 'authorization: Bearer KEY' with the key in this file (health stays open)");
+  cmd->add_option("--tls-cert", options->access.tls_cert, "Serve gRPC over TLS with this certificate (PEM file)");
+  cmd->add_option("--tls-key", options->access.tls_key, "The certificate's private key (PEM file)");
+  cmd->add_option("--tls-client-ca", options->access.tls_client_ca,
+                  "Require client certificates signed by this CA (PEM file; mutual TLS)");
+  cmd->add_option("--max-new-tokens", options->max_new_tokens,
+                  "Largest max_tokens a request may ask for (0: up to --max-model-len)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  cmd->add_option("--max-concurrent-streams", options->max_concurrent_streams, "Concurrent calls per connection")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_option("--keepalive-time-ms", options->keepalive_time_ms, "Ping a connection idle this long")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_option("--keepalive-timeout-ms", options->keepalive_timeout_ms, "Close it if the ping is unanswered this long")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_option("--max-connection-idle-ms", options->max_connection_idle_ms,
+                  "Close a connection that has had no call for this long")
+      ->check(CLI::PositiveNumber)
       ->capture_default_str();
   AddEngineFlags(cmd, &options->engine);
   cmd->add_option("--max-model-len", options->loop.max_model_len,

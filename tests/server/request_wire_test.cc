@@ -1,4 +1,5 @@
 #include "server/request_wire.h"
+#include "server/access_control.h"
 
 #include <google/protobuf/util/message_differencer.h>
 #include <gtest/gtest.h>
@@ -77,6 +78,33 @@ TEST(RequestWire, OversizedAndMalformedRequestsAreRefusedWithTheirSizes) {
   EXPECT_EQ(garbage.status().code(), StatusCode::kInvalidArgument);
   EXPECT_NE(garbage.status().message().find("not a tpserve.v1.GenerateRequest"), std::string::npos)
       << garbage.status().message();
+}
+
+}  // namespace
+}  // namespace tpserve
+
+namespace tpserve {
+namespace {
+
+TEST(AccessControl, ConstantTimeEqualsIsEqualityOnEveryLengthAndByte) {
+  EXPECT_TRUE(ConstantTimeEquals("", ""));
+  EXPECT_TRUE(ConstantTimeEquals("key-123", "key-123"));
+  EXPECT_FALSE(ConstantTimeEquals("key-123", "key-124"));
+  EXPECT_FALSE(ConstantTimeEquals("key-123", "key-12"));
+  EXPECT_FALSE(ConstantTimeEquals("key-12", "key-123"));
+  EXPECT_FALSE(ConstantTimeEquals("", "a"));
+  EXPECT_FALSE(ConstantTimeEquals(std::string("a\0b", 3), std::string("a\0c", 3)));
+  EXPECT_FALSE(ConstantTimeEquals(std::string("ab\0", 3), "ab"));  // a shorter key is not a prefix match
+}
+
+TEST(AccessControl, NoKeyConfiguredLetsEveryoneIn) {
+  auto open = AccessControl::Create({});
+  ASSERT_TRUE(open.ok());
+  EXPECT_FALSE(open->requires_key());
+  EXPECT_TRUE(open->CheckAuthorization("").ok());
+  EXPECT_FALSE(open->tls());
+  EXPECT_FALSE(AccessControl::Create({.tls_cert = "a.pem"}).ok());  // without --tls-key
+  EXPECT_FALSE(AccessControl::Create({.tls_client_ca = "ca.pem"}).ok());  // without TLS
 }
 
 }  // namespace
