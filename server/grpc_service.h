@@ -28,7 +28,12 @@ struct ServiceLimits {
 grpc::Status ToGrpcStatus(const Status& status);
 
 // Generate is registered raw (bytes in, bytes out) so that the server, not protobuf, checks the
-// request's size and UTF-8: every refusal then names its field and is counted.
+// request's size and UTF-8: every refusal then names its field and is counted. (gRPC's generated
+// raw-method wrapper hides the typed Generate by design; clang says so when it is instantiated.)
+#if defined(__clang__)
+#pragma clang diagnostic push
+#pragma clang diagnostic ignored "-Woverloaded-virtual"
+#endif
 class TpServeService final : public v1::TpServe::WithRawCallbackMethod_Generate<v1::TpServe::CallbackService> {
  public:
   // `access`: the API key every call must carry (nullptr: none).
@@ -66,5 +71,8 @@ class TpServeService final : public v1::TpServe::WithRawCallbackMethod_Generate<
   const AccessControl* access_;
   std::atomic<bool> draining_{false};
 };
+#if defined(__clang__)
+#pragma clang diagnostic pop
+#endif
 
 }  // namespace tpserve

@@ -97,6 +97,7 @@ class ServerProcess {
   ~ServerProcess() { Stop(); }
 
   const std::string& grpc_target() const { return grpc_target_; }
+  pid_t pid() const { return pid_; }
   int metrics_port() const { return metrics_port_; }
   std::string log() {
     std::lock_guard<std::mutex> lock(log_mutex_);
