@@ -7,6 +7,7 @@
 #include <sstream>
 #include <thread>
 
+#include "common/json_int.h"
 #include "common/median.h"
 #include "planner/decode_model.h"
 
@@ -47,15 +48,15 @@ Result<ModelConfig> ShapeFromBenchDecode(const json& model, const std::string& s
   if (!model.is_object()) return InvalidArgument(source + ": no \"model\" shape (bench-decode from before the planner?)");
   ModelConfig c;
   try {
-    c.hidden_size = model.at("hidden_size").get<int>();
-    c.intermediate_size = model.at("intermediate_size").get<int>();
-    c.num_layers = model.at("num_hidden_layers").get<int>();
-    c.num_heads = model.at("num_attention_heads").get<int>();
-    c.num_kv_heads = model.at("num_key_value_heads").get<int>();
-    c.head_dim = model.at("head_dim").get<int>();
-    c.vocab_size = model.at("vocab_size").get<int>();
+    c.hidden_size = JsonInt<int>(model.at("hidden_size"), "model.hidden_size");
+    c.intermediate_size = JsonInt<int>(model.at("intermediate_size"), "model.intermediate_size");
+    c.num_layers = JsonInt<int>(model.at("num_hidden_layers"), "model.num_hidden_layers");
+    c.num_heads = JsonInt<int>(model.at("num_attention_heads"), "model.num_attention_heads");
+    c.num_kv_heads = JsonInt<int>(model.at("num_key_value_heads"), "model.num_key_value_heads");
+    c.head_dim = JsonInt<int>(model.at("head_dim"), "model.head_dim");
+    c.vocab_size = JsonInt<int>(model.at("vocab_size"), "model.vocab_size");
     c.tie_word_embeddings = model.value("tie_word_embeddings", false);
-  } catch (const json::exception& e) {
+  } catch (const std::exception& e) {  // nlohmann's, and JsonInt's out_of_range
     return InvalidArgument(source + ": model: " + e.what());
   }
   return c;
@@ -187,8 +188,10 @@ Result<CommSamples> ParseBenchCommJson(const json& value, const std::string& sou
   CommSamples out;
   out.source = source;
   try {
-    ASSIGN_OR_RETURN(out.collective, ParseCollective(value.at("collective").get<std::string>()));
-    out.ranks = value.at("ranks").get<int>();
+    Result<Collective> collective = ParseCollective(value.at("collective").get<std::string>());
+    if (!collective.ok()) return InvalidArgument(source + ": " + collective.status().message());
+    out.collective = *collective;
+    out.ranks = JsonInt<int>(value.at("ranks"), "ranks");
     for (const json& row : value.at("rows")) {
       const double bytes = row.at("size").get<double>();
       const json& oop = row.at("out_of_place");
@@ -198,7 +201,7 @@ Result<CommSamples> ParseBenchCommJson(const json& value, const std::string& sou
       }
       out.points.emplace_back(bytes, oop.at("time_us").get<double>() * 1e-6);
     }
-  } catch (const json::exception& e) {
+  } catch (const std::exception& e) {  // nlohmann's, and JsonInt's out_of_range
     return InvalidArgument(source + ": not bench-comm --json output: " + e.what());
   }
   if (out.ranks < 2) return InvalidArgument(source + ": a collective over " + std::to_string(out.ranks) + " rank(s) has no cost to fit");
@@ -256,7 +259,9 @@ Result<CommSamples> ParseNcclTestsOutput(std::string_view text, const std::strin
   if (out.points.empty()) return InvalidArgument(source + ": no nccl-tests result rows");
   if (out.ranks < 2) return InvalidArgument(source + ": no \"#  Rank\" lines (need at least 2 ranks)");
   if (collective.empty()) collective = redop == "none" ? "all_gather" : "all_reduce";
-  ASSIGN_OR_RETURN(out.collective, ParseCollective(collective));
+  Result<Collective> parsed = ParseCollective(collective);
+  if (!parsed.ok()) return InvalidArgument(source + ": " + parsed.status().message());
+  out.collective = *parsed;
   return out;
 }
 

@@ -1,20 +1,77 @@
 #!/usr/bin/env bash
-# README command (2): set up a fresh Debian 12 machine and run the whole test suite.
-#   1. the unit tests built with AddressSanitizer + UndefinedBehaviorSanitizer (clang-16),
-#   2. every test (unit, integration) of the release build; its ctest summary is the last line.
+# README command (2): set up a fresh Debian 12 machine and run the whole test suite, in stages:
+#   asan     unit + integration tests built with AddressSanitizer + UndefinedBehaviorSanitizer
+#            (clang-16, gRPC on, no CUDA module), then every libFuzzer target for
+#            TPSERVE_FUZZ_SECONDS (30) each (label fuzz);
+#   tsan     the comm, engine, scheduler and engine-loop tests under ThreadSanitizer (clang-16,
+#            gRPC and Gloo off: Debian's builds of them are not instrumented);
+#   release  every test of the release build except the `slow` label (TPSERVE_SLOW=1 adds it);
+#            its ctest summary is the last line printed.
+#   scripts/run_tests.sh [STAGE...]     (default: asan tsan release)
+# Each stage checks that it ran at least the number of tests it expects, so a stage that silently
+# ran nothing fails.
 set -euo pipefail
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$REPO"
+STAGES=("$@")
+[[ ${#STAGES[@]} -eq 0 ]] && STAGES=(asan tsan release)
 
 TPSERVE_CMAKE_ARGS="-DTPSERVE_WERROR=ON ${TPSERVE_CMAKE_ARGS:-}" scripts/setup.sh --sanitizers
 
-echo "== unit tests under ASan + UBSan (clang-16) =="
-CC=clang-16 CXX=clang++-16 cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DTPSERVE_SANITIZE=address,undefined -DTPSERVE_CUDA=OFF -DTPSERVE_GRPC=OFF -DTPSERVE_MPI=OFF \
-  -DTPSERVE_WERROR=ON
-cmake --build build-asan
-ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
-  ctest --test-dir build-asan -L unit --output-on-failure -j2
+# ctest with the given arguments; fails unless it ran at least MIN tests (and all passed).
+run_ctest() {
+  local min="$1"; shift
+  local log
+  log="$(mktemp)"
+  local status=0
+  ctest "$@" 2>&1 | tee "$log" || status=$?
+  local ran
+  ran="$(sed -n 's/.*tests passed, [0-9]* tests failed out of \([0-9]*\).*/\1/p' "$log" | tail -1)"
+  rm -f "$log"
+  if [[ $status -ne 0 ]]; then return "$status"; fi
+  if [[ -z "$ran" || "$ran" -lt "$min" ]]; then
+    echo "run_tests: expected at least $min tests, ran ${ran:-none}" >&2
+    return 1
+  fi
+}
 
-echo "== all tests (release build) =="
-ctest --test-dir build --output-on-failure -j2
+sanitizer_build() {  # DIR SANITIZERS EXTRA-CMAKE-ARGS...
+  local dir="$1" sanitizers="$2"; shift 2
+  CC=clang-16 CXX=clang++-16 cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DTPSERVE_SANITIZE="$sanitizers" -DTPSERVE_CUDA=OFF -DTPSERVE_MPI=OFF -DTPSERVE_WERROR=ON "$@"
+}
+
+for stage in "${STAGES[@]}"; do
+  case "$stage" in
+    asan)
+      echo "== unit + integration tests under ASan + UBSan (clang-16), then the fuzz targets =="
+      sanitizer_build build-asan address,undefined -DTPSERVE_GRPC=ON -DTPSERVE_FUZZ=ON \
+        -DTPSERVE_FUZZ_SECONDS="${TPSERVE_FUZZ_SECONDS:-30}"
+      cmake --build build-asan
+      # gRPC keeps process-lifetime singletons; no leak is reported from our code (suppressions:
+      # scripts/lsan.supp names each one).
+      export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1
+      export LSAN_OPTIONS="suppressions=$REPO/scripts/lsan.supp:print_suppressions=0"
+      run_ctest 300 --test-dir build-asan -L "unit|integration" -LE slow --output-on-failure -j2
+      run_ctest 7 --test-dir build-asan -L fuzz --output-on-failure -j2
+      unset ASAN_OPTIONS UBSAN_OPTIONS LSAN_OPTIONS
+      ;;
+    tsan)
+      echo "== comm, engine, scheduler and engine-loop tests under ThreadSanitizer (clang-16) =="
+      sanitizer_build build-tsan thread -DTPSERVE_GRPC=OFF -DCMAKE_DISABLE_FIND_PACKAGE_Gloo=ON
+      cmake --build build-tsan --target comm_test decoder_test scheduler_test
+      # Only those three test programs are built here; the others' placeholders are left out.
+      TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1" \
+        run_ctest 100 --test-dir build-tsan -L unit -E "_NOT_BUILT" --output-on-failure -j2
+      ;;
+    release)
+      echo "== all tests (release build) =="
+      if [[ "${TPSERVE_SLOW:-0}" == 1 ]]; then
+        run_ctest 300 --test-dir build --output-on-failure -j2
+      else
+        run_ctest 300 --test-dir build -LE slow --output-on-failure -j2
+      fi
+      ;;
+    *) echo "run_tests: unknown stage '$stage' (asan, tsan, release)" >&2; exit 2 ;;
+  esac
+done

@@ -9,7 +9,16 @@
 #include "model/model_directory.h"
 #include "server/access_control.h"
 #include "server/engine_loop.h"
+// gRPC's generated raw-method wrapper hides the typed Generate by design; clang warns where
+// TpServeService instantiates it, at a line of the generated header.
+#if defined(__clang__)
+#pragma clang diagnostic push
+#pragma clang diagnostic ignored "-Woverloaded-virtual"
+#endif
 #include "tpserve/v1/tpserve.grpc.pb.h"
+#if defined(__clang__)
+#pragma clang diagnostic pop
+#endif
 
 namespace tpserve {
 
@@ -29,11 +38,7 @@ grpc::Status ToGrpcStatus(const Status& status);
 
 // Generate is registered raw (bytes in, bytes out) so that the server, not protobuf, checks the
 // request's size and UTF-8: every refusal then names its field and is counted. (gRPC's generated
-// raw-method wrapper hides the typed Generate by design; clang says so when it is instantiated.)
-#if defined(__clang__)
-#pragma clang diagnostic push
-#pragma clang diagnostic ignored "-Woverloaded-virtual"
-#endif
+// raw-method wrapper hides the typed Generate by design: see the include above.)
 class TpServeService final : public v1::TpServe::WithRawCallbackMethod_Generate<v1::TpServe::CallbackService> {
  public:
   // `access`: the API key every call must carry (nullptr: none).
@@ -71,8 +76,5 @@ class TpServeService final : public v1::TpServe::WithRawCallbackMethod_Generate<
   const AccessControl* access_;
   std::atomic<bool> draining_{false};
 };
-#if defined(__clang__)
-#pragma clang diagnostic pop
-#endif
 
 }  // namespace tpserve

@@ -1,5 +1,7 @@
 #include "model/tokenizer/tokenizer.h"
 
+#include "common/json_int.h"
+
 #include <utf8proc.h>
 
 #include <algorithm>
@@ -166,8 +168,9 @@ Result<Tokenizer> Tokenizer::FromJson(std::string_view text, const std::string& 
     std::unordered_map<std::string, int32_t> vocab;
     int32_t max_id = -1;
     for (const auto& [token, id] : model.at("vocab").items()) {
-      vocab.emplace(token, id.get<int32_t>());
-      max_id = std::max(max_id, id.get<int32_t>());
+      const int32_t value = JsonInt<int32_t>(id, "model.vocab[\"" + token + "\"]");
+      vocab.emplace(token, value);
+      max_id = std::max(max_id, value);
     }
     std::vector<std::pair<std::string, std::string>> merges;
     for (const auto& merge : model.value("merges", json::array())) {
@@ -186,7 +189,7 @@ Result<Tokenizer> Tokenizer::FromJson(std::string_view text, const std::string& 
     }
 
     for (const auto& entry : root.value("added_tokens", json::array())) {
-      AddedToken token{.id = entry.at("id").get<int32_t>(),
+      AddedToken token{.id = JsonInt<int32_t>(entry.at("id"), "added_tokens[].id"),
                        .content = entry.at("content").get<std::string>(),
                        .special = entry.value("special", false),
                        .lstrip = entry.value("lstrip", false),
@@ -220,7 +223,7 @@ Result<Tokenizer> Tokenizer::FromJson(std::string_view text, const std::string& 
     pipeline.bpe = std::make_unique<BpeModel>(std::move(bpe));
 
     RETURN_IF_ERROR(tokenizer.LoadPostProcessor(root.value("post_processor", json()), source));
-  } catch (const json::exception& e) {
+  } catch (const std::exception& e) {  // nlohmann's, and JsonInt's out_of_range
     return InvalidArgument(source + ": malformed tokenizer.json: " + e.what());
   }
   return tokenizer;
@@ -252,7 +255,7 @@ Status Tokenizer::LoadPostProcessor(const json& node, const std::string& source)
                              "' but special_tokens does not define it");
     }
     for (const auto& id : special.at(name).at("ids")) {
-      (before_text ? prefix_ids_ : suffix_ids_).push_back(id.get<int32_t>());
+      (before_text ? prefix_ids_ : suffix_ids_).push_back(JsonInt<int32_t>(id, "post_processor special_tokens ids"));
     }
   }
   return Status::Ok();

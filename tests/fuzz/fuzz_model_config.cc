@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -28,7 +29,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     return std::string(made ? made : "/tmp");
   }();
   const char* text = reinterpret_cast<const char*>(data);
-  const auto* nul = static_cast<const uint8_t*>(memchr(data, 0, size));
+  const auto* nul = static_cast<const uint8_t*>(std::memchr(data, 0, size));
   const size_t config_size = nul ? static_cast<size_t>(nul - data) : size;
   Write(dir + "/config.json", text, config_size);
   const std::string generation = dir + "/generation_config.json";

@@ -110,6 +110,14 @@ TEST(BenchCommJson, ReadsTheSweepAndRefusesWrongResults) {
   j["rows"][1]["out_of_place"]["wrong"] = 5;
   EXPECT_THAT(ParseBenchCommJson(j, "comm.json").status().message(), HasSubstr("size 4096 has wrong results"));
   EXPECT_FALSE(ParseBenchCommJson(nlohmann::json::object(), "comm.json").ok());
+  // Found by fuzz_planner_inputs: an unknown collective's error did not name the file; a rank
+  // count that is not an int was converted with undefined behaviour.
+  j["rows"][1]["out_of_place"]["wrong"] = 0;
+  j["collective"] = "allc_reduce";
+  EXPECT_THAT(ParseBenchCommJson(j, "comm.json").status().message(), HasSubstr("comm.json: "));
+  j["collective"] = "all_reduce";
+  j["ranks"] = 1e30;
+  EXPECT_THAT(ParseBenchCommJson(j, "comm.json").status().message(), HasSubstr("ranks"));
 }
 
 // A bench-decode report whose batch-1 steps took exactly twice the streaming floor of its shape at

@@ -180,6 +180,19 @@ TEST(Tokenizer, MalformedTokenizerJson) {
               HasSubstr("lacks the byte-level token for byte 0"));
   EXPECT_THAT(Tokenizer::FromFile("/nonexistent/tokenizer.json").status().message(),
               HasSubstr("/nonexistent/tokenizer.json: cannot open"));
+  // Found by fuzz_tokenizer_json: ids that are not int32 (a float far out of range was converted
+  // with undefined behaviour); now each is an error naming the field.
+  for (const char* id : {"1.22222e+71", "2.5", "-1e12", "4294967296", "\"7\""}) {
+    const std::string json = std::string(R"({"model": {"type": "BPE", "vocab": {"a": )") + id +
+                             R"(}}, "pre_tokenizer": {"type": "ByteLevel", "use_regex": false}})";
+    auto parsed = Tokenizer::FromJson(json, "t.json");
+    ASSERT_FALSE(parsed.ok()) << id;
+    EXPECT_THAT(parsed.status().message(), HasSubstr("t.json")) << id;
+  }
+  auto added = Tokenizer::FromJson(
+      R"({"added_tokens": [{"id": 1e40, "content": "<x>"}], "model": {"type": "BPE", "vocab": {}}, "pre_tokenizer": {"type": "ByteLevel"}})",
+      "t.json");
+  EXPECT_FALSE(added.ok());
 }
 
 }  // namespace

@@ -1,0 +1,31 @@
+// Integers read from outside JSON without undefined behaviour: nlohmann's get<int>() converts a
+// float such as 1e71 with a static_cast (undefined, found by fuzzing) and silently truncates 2.5.
+// JsonInt accepts only an integer that fits `Int`, else throws std::out_of_range naming `what`.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <limits>
+#include <stdexcept>
+#include <string>
+
+namespace tpserve {
+
+template <typename Int>
+Int JsonInt(const nlohmann::json& value, const std::string& what) {
+  if (value.is_number_unsigned()) {
+    const auto v = value.get<uint64_t>();
+    if (v <= static_cast<uint64_t>(std::numeric_limits<Int>::max())) return static_cast<Int>(v);
+  } else if (value.is_number_integer()) {
+    const auto v = value.get<int64_t>();
+    if (v >= static_cast<int64_t>(std::numeric_limits<Int>::min()) &&
+        v <= static_cast<int64_t>(std::numeric_limits<Int>::max())) {
+      return static_cast<Int>(v);
+    }
+  }
+  throw std::out_of_range(what + ": " + value.dump() + " is not an integer in [" +
+                          std::to_string(std::numeric_limits<Int>::min()) + ", " +
+                          std::to_string(std::numeric_limits<Int>::max()) + "]");
+}
+
+}  // namespace tpserve
