@@ -240,7 +240,7 @@ Result<CommSamples> ParseNcclTestsOutput(std::string_view text, const std::strin
     }
     if (f[0][0] == '#' || !std::isdigit(static_cast<unsigned char>(f[0][0]))) continue;
     if (time_column < 0) return InvalidArgument(source + ":" + std::to_string(line_number) + ": a result row before the column header");
-    if (static_cast<int>(f.size()) <= std::max(time_column, wrong_column)) {
+    if (static_cast<int>(f.size()) <= std::max({time_column, wrong_column, redop_column})) {
       return InvalidArgument(source + ":" + std::to_string(line_number) + ": not a result row: " + line);
     }
     try {

@@ -99,6 +99,19 @@ TEST(FitCollective, RecoversKnownAlphaAndBetaPerSizeRange) {
   EXPECT_EQ((*fits)[1].ranks, 8);
 }
 
+// Found by fuzz_planner_inputs: a header whose redop column lies beyond a short row's fields read
+// past the row (a heap overflow); such a row is now "not a result row".
+TEST(NcclTests, ARowShorterThanTheRedopColumnIsAnError) {
+  constexpr char kRedopLast[] = R"(#  Rank  0 Group  0 Pid  1 on a device  0 [0x18] GPU
+#  Rank  1 Group  0 Pid  1 on a device  1 [0x19] GPU
+#       size         count      type     time   algbw   busbw #wrong   redop
+        1024           256     float    11.50    0.09    0.13      0
+)";
+  auto parsed = ParseNcclTestsOutput(kRedopLast, "short.txt");
+  ASSERT_FALSE(parsed.ok());
+  EXPECT_THAT(parsed.status().message(), HasSubstr("short.txt:4: not a result row"));
+}
+
 TEST(BenchCommJson, ReadsTheSweepAndRefusesWrongResults) {
   nlohmann::json j = {{"collective", "all_reduce"}, {"backend", "local"}, {"ranks", 2},
                       {"rows", {{{"size", 1024}, {"out_of_place", {{"time_us", 1.5}, {"wrong", 0}}}},
