@@ -105,14 +105,14 @@ Status GlooCommunicator::BroadcastBytes(std::vector<uint8_t>* data, int root, st
   uint64_t size = data->size();
   if (rank_ == root) {
     std::memcpy(frame_.data(), &size, kHeader);
-    std::memcpy(frame_.data() + kHeader, data->data(), std::min<size_t>(size, frame_bytes_ - kHeader));
+    if (size > 0) std::memcpy(frame_.data() + kHeader, data->data(), std::min<size_t>(size, frame_bytes_ - kHeader));
   }
   RETURN_IF_ERROR(BroadcastRaw(frame_.data(), frame_bytes_, root, timeout));
   std::memcpy(&size, frame_.data(), kHeader);
   const size_t head = std::min<size_t>(size, frame_bytes_ - kHeader);
   if (rank_ != root) {
     data->resize(size);
-    std::memcpy(data->data(), frame_.data() + kHeader, head);
+    if (head > 0) std::memcpy(data->data(), frame_.data() + kHeader, head);  // data() may be null when empty
   }
   if (size > head) {
     RETURN_IF_ERROR(BroadcastRaw(data->data() + head, size - head, root, timeout));

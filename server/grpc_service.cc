@@ -284,15 +284,15 @@ Result<ServeRequest> TpServeService::Validate(const v1::GenerateRequest& r) cons
   if (r.max_tokens() <= 0) {
     return InvalidArgument("max_tokens: must be at least 1, got " + std::to_string(r.max_tokens()));
   }
-  if (limits_.max_new_tokens > 0 && r.max_tokens() > limits_.max_new_tokens) {
-    return InvalidArgument("max_tokens: " + std::to_string(r.max_tokens()) + " is over this server's limit of " +
-                           std::to_string(limits_.max_new_tokens) + " (--max-new-tokens)");
-  }
   const int64_t total = int64_t{prompt} + r.max_tokens();
   if (total > limit) {
     return InvalidArgument("max_tokens: prompt (" + std::to_string(prompt) + " tokens) + max_tokens (" +
                            std::to_string(r.max_tokens()) + ") = " + std::to_string(total) +
                            " exceeds the context window of " + std::to_string(limit) + " tokens");
+  }
+  if (limits_.max_new_tokens > 0 && r.max_tokens() > limits_.max_new_tokens) {
+    return InvalidArgument("max_tokens: " + std::to_string(r.max_tokens()) + " is over this server's limit of " +
+                           std::to_string(limits_.max_new_tokens) + " (--max-new-tokens)");
   }
   out.max_tokens = r.max_tokens();
   if (r.min_tokens() < 0 || r.min_tokens() > r.max_tokens()) {

@@ -19,7 +19,7 @@ TEST(AssignDevices, OneGpuPerRankInOrderOrAllOnOneWhenShared) {
   EXPECT_EQ(*AssignDevices(4, 1, true), (std::vector<int>{0, 0, 0, 0}));
   auto too_many = AssignDevices(8, 4, false);
   ASSERT_FALSE(too_many.ok());
-  EXPECT_THAT(too_many.status().message(), HasSubstr("--tp 8 needs 8 GPUs, 4 visible"));
+  EXPECT_THAT(too_many.status().message(), HasSubstr("8 rank(s) in this process need 8 GPUs, 4 visible"));
   EXPECT_THAT(too_many.status().message(), HasSubstr("--share-gpu"));
   EXPECT_FALSE(AssignDevices(2, 0, true).ok());
   // Multi-process: a member's ranks from its first GPU (torchrun's LOCAL_RANK), one per rank.

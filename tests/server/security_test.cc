@@ -127,6 +127,31 @@ TEST(ApiKey, AShortOrMissingKeyFileIsRefusedAtStartNamingTheFile) {
   EXPECT_NE(out.find("nope: cannot read the file"), std::string::npos) << out;
 }
 
+TEST(Limits, MaxNewTokensCapsARequestsMaxTokens) {
+  ServerProcess server;
+  ASSERT_TRUE(server.Start(ServeArgs({"--max-new-tokens", "8"}))) << server.log();
+  auto stub = v1::TpServe::NewStub(grpc::CreateChannel(server.grpc_target(), grpc::InsecureChannelCredentials()));
+  for (int max_tokens : {8, 9}) {
+    grpc::ClientContext context;
+    v1::GenerateRequest request;
+    request.set_text("Hello");
+    request.set_max_tokens(max_tokens);
+    auto reader = stub->Generate(&context, request);
+    v1::GenerateResponse response;
+    while (reader->Read(&response)) {}
+    const grpc::Status status = reader->Finish();
+    if (max_tokens == 8) {
+      EXPECT_TRUE(status.ok()) << status.error_message();
+    } else {
+      EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+      EXPECT_NE(status.error_message().find("max_tokens: 9 is over this server's limit of 8 (--max-new-tokens)"),
+                std::string::npos)
+          << status.error_message();
+    }
+  }
+  EXPECT_EQ(server.Stop(), 0) << server.log();
+}
+
 // A CA, a server certificate for 127.0.0.1 and a client certificate, made with openssl.
 struct Certificates {
   testing::TempDir dir;

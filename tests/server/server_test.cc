@@ -474,7 +474,7 @@ TEST(ServerLimits, PreemptionAndChunkedPrefillKeepOutputsExact) {
   const auto expected = OneAtATime(*reference_stub, 24);
   const auto outcomes = AllAtOnce(*tight_stub, 24);
   for (size_t i = 0; i < kPrompts.size(); ++i) {
-    ASSERT_TRUE(outcomes[i].status.ok()) << outcomes[i].status.error_message();
+    ASSERT_TRUE(outcomes[i].status.ok()) << outcomes[i].status.error_message() << "\nserver log:\n" << tight.log();
     // TP=2 vs TP=1 may differ in the last bits of the logits; on this model greedy choices agree.
     EXPECT_EQ(outcomes[i].ids, expected[i]) << kPrompts[i];
   }
