@@ -242,7 +242,9 @@ int Engine::RanksBusy() const {
 Status Engine::RunRanks(const StepPlan& plan) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    plan_ = &plan;
+    // The ranks get their own copy (microseconds): a rank left stuck by a failed step may still
+    // read it after Step has returned and the caller's plan is gone.
+    plan_ = std::make_shared<const StepPlan>(plan);
     step_failure_ = Status::Ok();
     for (auto& rank : ranks_) rank->done = false;
     ++generation_;
@@ -292,7 +294,7 @@ void Engine::RankLoop(int r) {
   Rank& rank = *ranks_[r];
   uint64_t seen = 0;
   while (true) {
-    const StepPlan* plan;
+    std::shared_ptr<const StepPlan> plan;
     {
       std::unique_lock<std::mutex> lock(mutex_);
       work_ready_.wait(lock, [&] { return stop_ || generation_ != seen; });

@@ -122,7 +122,7 @@ class Engine {
   // Hand-off between Step() and the rank threads.
   std::mutex mutex_;
   std::condition_variable work_ready_, work_done_;
-  const StepPlan* plan_ = nullptr;
+  std::shared_ptr<const StepPlan> plan_;  // the current step's, shared with the rank threads
   uint64_t generation_ = 0;
   Status step_failure_;  // the current step's first rank error
   int RanksBusy() const; // ranks still in the current step (under mutex_)

@@ -38,7 +38,8 @@ run_ctest() {
 sanitizer_build() {  # DIR SANITIZERS EXTRA-CMAKE-ARGS...
   local dir="$1" sanitizers="$2"; shift 2
   CC=clang-16 CXX=clang++-16 cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-    -DTPSERVE_SANITIZE="$sanitizers" -DTPSERVE_CUDA=OFF -DTPSERVE_MPI=OFF -DTPSERVE_WERROR=ON "$@"
+    -DTPSERVE_SANITIZE="$sanitizers" -DTPSERVE_CUDA=OFF -DTPSERVE_MPI=OFF -DTPSERVE_WERROR=ON \
+    -DTPSERVE_BENCHMARK_PROGRAMS=OFF "$@"
 }
 
 for stage in "${STAGES[@]}"; do
@@ -62,7 +63,7 @@ for stage in "${STAGES[@]}"; do
       cmake --build build-tsan --target comm_test decoder_test scheduler_test
       # Only those three test programs are built here; the others' placeholders are left out.
       TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1" \
-        run_ctest 100 --test-dir build-tsan -L unit -E "_NOT_BUILT" --output-on-failure -j2
+        run_ctest 60 --test-dir build-tsan -L unit -E "_NOT_BUILT" --output-on-failure -j2
       ;;
     release)
       echo "== all tests (release build) =="
