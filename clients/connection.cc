@@ -15,6 +15,14 @@ Result<std::string> ReadSecretFile(const std::string& flag, const std::string& p
   return contents.str();
 }
 
+Result<std::string> ReadApiKeyFile(const std::string& path) {
+  ASSIGN_OR_RETURN(std::string key, ReadSecretFile("--api-key-file", path));
+  const size_t first = key.find_first_not_of(" \t\r\n");
+  const size_t last = key.find_last_not_of(" \t\r\n");
+  if (first == std::string::npos) return InvalidArgument("--api-key-file " + path + ": the file is empty");
+  return key.substr(first, last - first + 1);
+}
+
 void AddConnectionFlags(CLI::App* cmd, ConnectionOptions* options) {
   cmd->add_option("--tls-ca", options->tls_ca, "Connect over TLS, trusting this CA (PEM file)");
   cmd->add_option("--tls-cert", options->tls_cert, "This client's certificate (PEM file), for servers that check one");
@@ -26,11 +34,8 @@ void AddConnectionFlags(CLI::App* cmd, ConnectionOptions* options) {
 Result<Connection> Connection::Open(const std::string& target, const ConnectionOptions& options) {
   Connection connection;
   if (!options.api_key_file.empty()) {
-    ASSIGN_OR_RETURN(std::string key, ReadSecretFile("--api-key-file", options.api_key_file));
-    const size_t first = key.find_first_not_of(" \t\r\n");
-    const size_t last = key.find_last_not_of(" \t\r\n");
-    if (first == std::string::npos) return InvalidArgument("--api-key-file " + options.api_key_file + ": the file is empty");
-    connection.bearer_ = "Bearer " + key.substr(first, last - first + 1);
+    ASSIGN_OR_RETURN(std::string key, ReadApiKeyFile(options.api_key_file));
+    connection.bearer_ = "Bearer " + key;
   }
   if ((options.tls_cert.empty()) != (options.tls_key.empty())) {
     return InvalidArgument("--tls-cert and --tls-key go together");

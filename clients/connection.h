@@ -42,5 +42,7 @@ class Connection {
 
 // The file's contents (PEM files, key files); an error names `flag` and the path.
 Result<std::string> ReadSecretFile(const std::string& flag, const std::string& path);
+// --api-key-file's key: the file's contents without surrounding whitespace; empty is an error.
+Result<std::string> ReadApiKeyFile(const std::string& path);
 
 }  // namespace tpserve

@@ -21,11 +21,7 @@ bool ConstantTimeEquals(std::string_view a, std::string_view b) {
 Result<AccessControl> AccessControl::Create(const AccessOptions& options) {
   AccessControl access;
   if (!options.api_key_file.empty()) {
-    ASSIGN_OR_RETURN(std::string key, ReadSecretFile("--api-key-file", options.api_key_file));
-    const size_t first = key.find_first_not_of(" \t\r\n");
-    const size_t last = key.find_last_not_of(" \t\r\n");
-    if (first == std::string::npos) return InvalidArgument("--api-key-file " + options.api_key_file + ": the file is empty");
-    access.key_ = key.substr(first, last - first + 1);
+    ASSIGN_OR_RETURN(access.key_, ReadApiKeyFile(options.api_key_file));
     if (access.key_.size() < 16) {
       return InvalidArgument("--api-key-file " + options.api_key_file + ": a key of " + std::to_string(access.key_.size()) +
                              " characters is too easy to guess (at least 16)");
