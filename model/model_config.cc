@@ -2,6 +2,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <nlohmann/json.hpp>
 
 namespace tpserve {
@@ -60,7 +61,10 @@ class FieldReader {
     if (!Has(field)) return ids;
     const json& v = object_.at(field);
     auto add = [&](const json& item) -> Status {
-      if (!item.is_number_integer() || item.get<int64_t>() < 0) {
+      // Found by fuzz_model_config: an id past INT32_MAX (88888828009) was truncated by the cast
+      // into a small or negative id that passed the vocabulary check.
+      if (!item.is_number_integer() || item.get<int64_t>() < 0 ||
+          item.get<int64_t>() > std::numeric_limits<int32_t>::max()) {
         return Error(field, "must be a token id or a list of token ids, got " + v.dump());
       }
       ids.push_back(static_cast<int>(item.get<int64_t>()));
@@ -238,6 +242,7 @@ Result<ModelConfig> LoadModelConfig(const std::string& dir) {
     for (int id : eos) {
       if (id >= c.vocab_size) return fields.Error("eos_token_id", "is outside the vocabulary");
     }
+    if (!bos.empty() && bos.front() >= c.vocab_size) return fields.Error("bos_token_id", "is outside the vocabulary");
     if (!bos.empty()) c.bos_token_id = bos.front();
     if (!eos.empty()) c.eos_token_ids = eos;
   }

@@ -311,5 +311,15 @@ TEST_F(BrokenCheckpoint, GenerationConfigEosOutsideVocab) {
               HasSubstr("generation_config.json: field 'eos_token_id' is outside the vocabulary"));
 }
 
+// Found by fuzz_model_config: an id past INT32_MAX was truncated into one inside the vocabulary.
+TEST_F(BrokenCheckpoint, GenerationConfigIdsPastInt32AreRefused) {
+  WriteJson("generation_config.json", {{"eos_token_id", {2, 88888828009LL}}});
+  EXPECT_THAT(Validate().message(), HasSubstr("generation_config.json: field 'eos_token_id' must be a token id"));
+  WriteJson("generation_config.json", {{"bos_token_id", 4294967296LL}});
+  EXPECT_THAT(Validate().message(), HasSubstr("generation_config.json: field 'bos_token_id' must be a token id"));
+  WriteJson("generation_config.json", {{"bos_token_id", 1000}});
+  EXPECT_THAT(Validate().message(), HasSubstr("generation_config.json: field 'bos_token_id' is outside the vocabulary"));
+}
+
 }  // namespace
 }  // namespace tpserve
