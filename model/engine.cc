@@ -283,7 +283,9 @@ Status Engine::RunFollower() {
 Status Engine::Heartbeat() {
   if (!failure_.ok()) return failure_;
   if (process_group_ == nullptr || !process_group_->membership().leader()) return Status::Ok();
-  return Fail(process_group_->SendHeartbeat());
+  Status alive = process_group_->SendHeartbeat();
+  if (!alive.ok()) alive = Status(alive.code(), "heartbeat while idle: " + alive.message());
+  return Fail(alive);
 }
 
 void Engine::set_trace(bool on) {
@@ -358,7 +360,8 @@ Status Engine::SampleRows(const StepPlan& plan, StepResult* result) {
 
 Status Engine::Fail(Status status) {
   if (!status.ok() && failure_.ok()) {
-    failure_ = Status(status.code(), "the engine failed at step " + std::to_string(steps_run_ - 1) + ": " + status.message());
+    const std::string when = steps_run_ == 0 ? "before its first step" : "at step " + std::to_string(steps_run_ - 1);
+    failure_ = Status(status.code(), "the engine failed " + when + ": " + status.message());
     spdlog::error("{}", failure_.message());
   }
   return status.ok() ? status : failure_;

@@ -129,7 +129,9 @@ void ProcessGroup::MarkReady() { impl_->ready = true; }
 
 Status ProcessGroup::SendPlan(const StepPlan& plan) {
   EncodeStepPlan(plan, &impl_->wire);
-  return impl_->control->BroadcastBytes(&impl_->wire, 0);
+  // Within the group timeout: Gloo's send waits for the follower to be ready to receive, so a
+  // stalled (SIGSTOPped) follower would otherwise hold the leader here forever.
+  return impl_->control->BroadcastBytes(&impl_->wire, 0, impl_->timeout);
 }
 
 Status ProcessGroup::SendHeartbeat() {

@@ -1,6 +1,6 @@
 // Soak, overload and a cancellation storm against the real server on loopback, bounded in count and
 // time. TPSERVE_SOAK=short (CI: the tiny model, under a minute) or full (label slow: the small
-// model, two minutes of overload, ten thousand cancellations).
+// model with random weights, two minutes of overload, ten thousand cancellations).
 //  - Overload: hundreds of closed-loop streams plus an open-loop rate above capacity. Every request
 //    ends with its full answer — equal to the same request run alone (greedy) — or a clear status:
 //    RESOURCE_EXHAUSTED (queue full), DEADLINE_EXCEEDED (its deadline) or UNAVAILABLE; nothing is
@@ -99,10 +99,13 @@ v1::StatsResponse Stats(v1::TpServe::Stub& stub) {
 class Soak : public ::testing::Test {
  protected:
   void SetUp() override {
-    ASSERT_TRUE(server_.Start({"serve", "--model", testing::TinyModel().path, "--port", "0", "--metrics-port", "0",
-                               "--threads", "2", "--tp", "2", "--max-batch-size", "32", "--max-queue",
-                               std::to_string(profile_.max_queue)}))
-        << server_.log();
+    // short: the tiny model; full: the small one (make-model's `small` shape, random weights).
+    std::vector<std::string> model = {"--model", testing::TinyModel().path};
+    if (profile_.full) model = {"--model", "small", "--load-format", "dummy"};
+    std::vector<std::string> args = {"serve", "--port", "0", "--metrics-port", "0", "--threads", "2", "--tp", "2",
+                                     "--max-batch-size", "32", "--max-queue", std::to_string(profile_.max_queue)};
+    args.insert(args.begin() + 1, model.begin(), model.end());
+    ASSERT_TRUE(server_.Start(args)) << server_.log();
     channel_ = grpc::CreateChannel(server_.grpc_target(), grpc::InsecureChannelCredentials());
     stub_ = v1::TpServe::NewStub(channel_);
     // References: each prompt alone, greedy; and the idle thread count after one request has run.
