@@ -60,6 +60,7 @@ namespace {
 // [local_ranks, n]: the member's inputs, in local rank order.
 void Stage(const std::vector<const float*>& inputs, size_t n, std::vector<float>* staging) {
   staging->resize(inputs.size() * n);
+  if (n == 0) return;  // memcpy must not see the null pointers of empty buffers
   for (size_t i = 0; i < inputs.size(); ++i) std::memcpy(staging->data() + i * n, inputs[i], n * sizeof(float));
 }
 
@@ -74,7 +75,7 @@ Status HierarchicalCommunicator::AllReduceSum(float* data, size_t count) {
     SumChunksInRankOrder(m.gathered.data(), world_size_, count, count, m.result.data());
     return Status::Ok();
   }));
-  std::memcpy(data, member_->result.data(), count * sizeof(float));
+  if (count > 0) std::memcpy(data, member_->result.data(), count * sizeof(float));
   return Status::Ok();
 }
 
@@ -84,7 +85,7 @@ Status HierarchicalCommunicator::AllGather(const float* input, float* output, si
     m.gathered.resize(static_cast<size_t>(world_size_) * count);
     return m.across->AllGather(m.staging.data(), m.gathered.data(), m.staging.size());
   }));
-  std::memcpy(output, member_->gathered.data(), static_cast<size_t>(world_size_) * count * sizeof(float));
+  if (count > 0) std::memcpy(output, member_->gathered.data(), static_cast<size_t>(world_size_) * count * sizeof(float));
   return Status::Ok();
 }
 
@@ -107,11 +108,11 @@ Status HierarchicalCommunicator::Broadcast(float* data, size_t count, int root) 
     const int root_member = root / m.local_ranks;
     m.result.resize(count);
     if (root_member == m.across->rank()) {
-      std::memcpy(m.result.data(), m.inputs[root % m.local_ranks], count * sizeof(float));
+      if (count > 0) std::memcpy(m.result.data(), m.inputs[root % m.local_ranks], count * sizeof(float));
     }
     return m.across->Broadcast(m.result.data(), count, root_member);
   }));
-  if (global_rank_ != root) std::memcpy(data, member_->result.data(), count * sizeof(float));
+  if (global_rank_ != root && count > 0) std::memcpy(data, member_->result.data(), count * sizeof(float));
   return Status::Ok();
 }
 

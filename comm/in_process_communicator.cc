@@ -127,7 +127,7 @@ void InProcessCommunicator::Abort() { group_->Abort(); }
 
 Status InProcessCommunicator::AllReduceSum(float* data, size_t count) {
   const int world = world_size();
-  if (world == 1) return Status::Ok();
+  if (world == 1 || count == 0) return Status::Ok();  // every rank has the same count
   const int parity = NextParity();
   const bool bandwidth = path_ == Path::kBandwidth ||
                          (path_ == Path::kAuto && count * sizeof(float) >= kBandwidthPathBytes);
@@ -160,7 +160,7 @@ Status InProcessCommunicator::AllGather(const float* input, float* output, size_
   group_->slot(parity, rank_).input = input;
   RETURN_IF_ERROR(Wait());
   for (int r = 0; r < world_size(); ++r) {
-    std::memcpy(output + r * count, group_->slot(parity, r).input, count * sizeof(float));
+    if (count > 0) std::memcpy(output + r * count, group_->slot(parity, r).input, count * sizeof(float));
   }
   RETURN_IF_ERROR(Wait());
   return Status::Ok();
@@ -171,7 +171,7 @@ Status InProcessCommunicator::ReduceScatterSum(const float* input, float* output
   group_->slot(parity, rank_).input = input;
   RETURN_IF_ERROR(Wait());
   const size_t offset = count * rank_;
-  std::memcpy(output, group_->slot(parity, 0).input + offset, count * sizeof(float));
+  if (count > 0) std::memcpy(output, group_->slot(parity, 0).input + offset, count * sizeof(float));
   for (int r = 1; r < world_size(); ++r) {
     const float* in = group_->slot(parity, r).input + offset;
     for (size_t i = 0; i < count; ++i) output[i] += in[i];
@@ -187,7 +187,7 @@ Status InProcessCommunicator::Broadcast(float* data, size_t count, int root) {
   const int parity = NextParity();
   group_->slot(parity, rank_).input = data;
   RETURN_IF_ERROR(Wait());
-  if (rank_ != root) std::memcpy(data, group_->slot(parity, root).input, count * sizeof(float));
+  if (rank_ != root && count > 0) std::memcpy(data, group_->slot(parity, root).input, count * sizeof(float));
   RETURN_IF_ERROR(Wait());
   return Status::Ok();
 }

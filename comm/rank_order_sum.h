@@ -8,6 +8,7 @@
 namespace tpserve {
 
 inline void SumChunksInRankOrder(const float* chunks, int num_chunks, size_t stride, size_t count, float* out) {
+  if (count == 0) return;
   std::memcpy(out, chunks, count * sizeof(float));
   for (int r = 1; r < num_chunks; ++r) {
     const float* part = chunks + static_cast<size_t>(r) * stride;
