@@ -8,7 +8,8 @@
 
 namespace tpserve {
 
-struct HierarchicalCommunicator::Member {
+// What the ranks of one member share (HierarchicalCommunicator::Member).
+struct HierarchicalCommunicatorMember {
   std::unique_ptr<Communicator> across;  // ranks = members; local rank 0's
   int local_ranks = 1;
   std::vector<const float*> inputs;  // [local_ranks], published for one call
@@ -64,13 +65,19 @@ void Stage(const std::vector<const float*>& inputs, size_t n, std::vector<float>
   for (size_t i = 0; i < inputs.size(); ++i) std::memcpy(staging->data() + i * n, inputs[i], n * sizeof(float));
 }
 
+// Local rank 0's step of the gathers: the member's inputs of n elements each, contiguous, then
+// gathered across members into m.gathered ([world, n], global rank order).
+Status GatherAcross(HierarchicalCommunicatorMember& m, size_t n) {
+  Stage(m.inputs, n, &m.staging);
+  m.gathered.resize(static_cast<size_t>(m.across->world_size()) * m.local_ranks * n);
+  return m.across->AllGather(m.staging.data(), m.gathered.data(), m.staging.size());
+}
+
 }  // namespace
 
 Status HierarchicalCommunicator::AllReduceSum(float* data, size_t count) {
   RETURN_IF_ERROR(Exchange(data, [&](Member& m) {
-    Stage(m.inputs, count, &m.staging);
-    m.gathered.resize(static_cast<size_t>(world_size_) * count);
-    RETURN_IF_ERROR(m.across->AllGather(m.staging.data(), m.gathered.data(), m.staging.size()));
+    RETURN_IF_ERROR(GatherAcross(m, count));
     m.result.resize(count);
     SumChunksInRankOrder(m.gathered.data(), world_size_, count, count, m.result.data());
     return Status::Ok();
@@ -80,22 +87,14 @@ Status HierarchicalCommunicator::AllReduceSum(float* data, size_t count) {
 }
 
 Status HierarchicalCommunicator::AllGather(const float* input, float* output, size_t count) {
-  RETURN_IF_ERROR(Exchange(input, [&](Member& m) {
-    Stage(m.inputs, count, &m.staging);
-    m.gathered.resize(static_cast<size_t>(world_size_) * count);
-    return m.across->AllGather(m.staging.data(), m.gathered.data(), m.staging.size());
-  }));
+  RETURN_IF_ERROR(Exchange(input, [&](Member& m) { return GatherAcross(m, count); }));
   if (count > 0) std::memcpy(output, member_->gathered.data(), static_cast<size_t>(world_size_) * count * sizeof(float));
   return Status::Ok();
 }
 
 Status HierarchicalCommunicator::ReduceScatterSum(const float* input, float* output, size_t count) {
   const size_t per_rank = static_cast<size_t>(world_size_) * count;  // each rank's whole input
-  RETURN_IF_ERROR(Exchange(input, [&](Member& m) {
-    Stage(m.inputs, per_rank, &m.staging);
-    m.gathered.resize(static_cast<size_t>(world_size_) * per_rank);
-    return m.across->AllGather(m.staging.data(), m.gathered.data(), m.staging.size());
-  }));
+  RETURN_IF_ERROR(Exchange(input, [&](Member& m) { return GatherAcross(m, per_rank); }));
   // Chunk `rank` of every rank's input, summed in rank order.
   SumChunksInRankOrder(member_->gathered.data() + static_cast<size_t>(global_rank_) * count, world_size_, per_rank,
                        count, output);

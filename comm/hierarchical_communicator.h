@@ -15,6 +15,8 @@
 
 namespace tpserve {
 
+struct HierarchicalCommunicatorMember;
+
 class HierarchicalCommunicator final : public Communicator {
  public:
   // One communicator per local rank (global ranks across->rank() * local_ranks + i). `across`:
@@ -35,7 +37,7 @@ class HierarchicalCommunicator final : public Communicator {
   void Abort() override;
 
  private:
-  struct Member;  // what the member's ranks share
+  using Member = HierarchicalCommunicatorMember;  // what the member's ranks share
   HierarchicalCommunicator(std::shared_ptr<Member> member, std::unique_ptr<Communicator> local, int local_rank);
   // Every local rank publishes `input`; local rank 0 runs `across_step` (which reads the inputs and
   // talks to the other members); then every rank sees its status. Two local barriers.
