@@ -11,6 +11,10 @@ namespace {
 
 constexpr double kWidth = 900, kHeight = 560;
 constexpr double kLeft = 90, kRight = 220, kTop = 50, kBottom = 85;  // plot margins (legend right)
+// A PanelChart's cell per panel, and the panel's plot margins inside its cell.
+constexpr double kPanelWidth = 300, kPanelHeight = 420;
+constexpr double kPanelLeft = 80, kPanelRight = 15, kPanelTop = 30, kPanelBottom = 85;
+constexpr size_t kMaxPanelsPerRow = 4;
 const char* kColors[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#17becf"};
 
 std::string Number(double v) {
@@ -77,24 +81,43 @@ Axis FitAxis(const std::vector<double>& values, bool log) {
   return axis;
 }
 
-std::string Frame(const std::string& title, const std::string& x_label, const std::string& y_label) {
+// Where one plot's axes go, in SVG pixels.
+struct PlotArea {
+  double left, top, right, bottom;
+};
+constexpr PlotArea kChartArea = {kLeft, kTop, kWidth - kRight, kHeight - kBottom};
+
+// The document, its background and its title, centred on `title_x`.
+std::string Header(double width, double height, double title_x, const std::string& title) {
   char text[1024];
   std::snprintf(text, sizeof(text),
-                "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%g\" height=\"%g\" font-family=\"DejaVu Sans, sans-serif\" font-size=\"13\">\n"
+                "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%g\" height=\"%g\" "
+                "font-family=\"DejaVu Sans, sans-serif\" font-size=\"13\">\n"
                 "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n"
-                "<text x=\"%g\" y=\"28\" font-size=\"17\" text-anchor=\"middle\">%s</text>\n"
-                "<text x=\"%g\" y=\"%g\" text-anchor=\"middle\">%s</text>\n"
-                "<text transform=\"translate(22,%g) rotate(-90)\" text-anchor=\"middle\">%s</text>\n"
-                "<rect x=\"%g\" y=\"%g\" width=\"%g\" height=\"%g\" fill=\"none\" stroke=\"#333\"/>\n",
-                kWidth, kHeight, (kLeft + kWidth - kRight) / 2, Escape(title).c_str(), (kLeft + kWidth - kRight) / 2,
-                kHeight - 22, Escape(x_label).c_str(), (kTop + kHeight - kBottom) / 2, Escape(y_label).c_str(), kLeft, kTop,
-                kWidth - kLeft - kRight, kHeight - kTop - kBottom);
+                "<text x=\"%g\" y=\"28\" font-size=\"17\" text-anchor=\"middle\">%s</text>\n",
+                width, height, title_x, Escape(title).c_str());
   return text;
 }
 
-std::string LegendEntry(int index, const std::string& label, const std::string& color, bool dashed, bool box) {
+// One plot's axis labels and its box.
+std::string Axes(const PlotArea& a, const std::string& x_label, const std::string& y_label) {
+  char text[1024];
+  std::snprintf(
+      text, sizeof(text),
+      "<text x=\"%g\" y=\"%g\" text-anchor=\"middle\">%s</text>\n"
+      "<text transform=\"translate(%g,%g) rotate(-90)\" text-anchor=\"middle\">%s</text>\n"
+      "<rect x=\"%g\" y=\"%g\" width=\"%g\" height=\"%g\" fill=\"none\" stroke=\"#333\"/>\n",
+      (a.left + a.right) / 2, a.bottom + 63, Escape(x_label).c_str(), a.left - 68,
+      (a.top + a.bottom) / 2, Escape(y_label).c_str(), a.left, a.top, a.right - a.left,
+      a.bottom - a.top);
+  return text;
+}
+
+// Legend entry `index` of a column whose top left is (x, top).
+std::string LegendEntry(int index, const std::string& label, const std::string& color, bool dashed,
+                        bool box, double x, double top) {
   char text[512];
-  const double y = kTop + 10 + index * 22, x = kWidth - kRight + 15;
+  const double y = top + 10 + index * 22;
   if (box) {
     std::snprintf(text, sizeof(text), "<rect x=\"%g\" y=\"%g\" width=\"18\" height=\"12\" fill=\"%s\"/>", x, y - 6, color.c_str());
   } else {
@@ -106,16 +129,68 @@ std::string LegendEntry(int index, const std::string& label, const std::string& 
   return out + text;
 }
 
+std::string PartsLegend(const std::vector<std::string>& parts, double x, double top) {
+  std::string svg;
+  for (size_t p = 0; p < parts.size(); ++p) {
+    svg += LegendEntry(static_cast<int>(p), parts[p], kColors[p % std::size(kColors)], false, true,
+                       x, top);
+  }
+  return svg;
+}
+
 // Horizontal grid lines with their labels, for the y axis of either chart kind.
-std::string YGrid(const Axis& ay) {
-  const double x0 = kLeft, x1 = kWidth - kRight, y0 = kHeight - kBottom, y1 = kTop;
+std::string YGrid(const Axis& ay, const PlotArea& a) {
   std::string svg;
   char text[512];
   for (double t : ay.Ticks()) {
-    const double y = ay.Map(t, y0, y1);
-    std::snprintf(text, sizeof(text), "<line x1=\"%g\" y1=\"%g\" x2=\"%g\" y2=\"%g\" stroke=\"#ddd\"/><text x=\"%g\" y=\"%g\" text-anchor=\"end\">%s</text>\n",
-                  x0, y, x1, y, x0 - 6, y + 4, Number(t).c_str());
+    const double y = ay.Map(t, a.bottom, a.top);
+    std::snprintf(text, sizeof(text),
+                  "<line x1=\"%g\" y1=\"%g\" x2=\"%g\" y2=\"%g\" stroke=\"#ddd\"/><text x=\"%g\" "
+                  "y=\"%g\" text-anchor=\"end\">%s</text>\n",
+                  a.left, y, a.right, y, a.left - 6, y + 4, Number(t).c_str());
     svg += text;
+  }
+  return svg;
+}
+
+// The y grid, the bars and their category labels of `chart` in `a`, on a scale fitted to its own
+// tallest bar.
+std::string Bars(const StackedBarChart& chart, const PlotArea& a) {
+  std::vector<double> totals;
+  for (const auto& row : chart.values) {
+    double t = 0;
+    for (double v : row) t += v;
+    totals.push_back(t);
+  }
+  const Axis ay = FitAxis(totals, false);
+  const double x0 = a.left, x1 = a.right, y0 = a.bottom, y1 = a.top;
+  std::string svg = YGrid(ay, a);
+  char text[512];
+  const double slot = (x1 - x0) / std::max<size_t>(1, chart.categories.size()), bar = slot * 0.6;
+  for (size_t c = 0; c < chart.categories.size(); ++c) {
+    const double x = x0 + slot * c + (slot - bar) / 2;
+    double base = 0;
+    for (size_t p = 0; p < chart.parts.size() && p < chart.values[c].size(); ++p) {
+      const double top = base + chart.values[c][p];
+      const double ya = ay.Map(base, y0, y1), yb = ay.Map(top, y0, y1);
+      std::snprintf(text, sizeof(text),
+                    "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"%s\"/>\n", x,
+                    yb, bar, ya - yb, kColors[p % std::size(kColors)]);
+      svg += text;
+      base = top;
+    }
+    // One text line per '\n' of the category, under its bar.
+    size_t begin = 0;
+    for (int line = 0; begin <= chart.categories[c].size(); ++line) {
+      size_t end = chart.categories[c].find('\n', begin);
+      if (end == std::string::npos) end = chart.categories[c].size();
+      std::snprintf(text, sizeof(text),
+                    "<text x=\"%.1f\" y=\"%g\" text-anchor=\"middle\">%s</text>\n", x + bar / 2,
+                    y0 + 18 + 15 * line,
+                    Escape(chart.categories[c].substr(begin, end - begin)).c_str());
+      svg += text;
+      begin = end + 1;
+    }
   }
   return svg;
 }
@@ -131,8 +206,10 @@ std::string RenderSvg(const LineChart& chart) {
     }
   }
   const Axis ax = FitAxis(xs, chart.log_x), ay = FitAxis(ys, chart.log_y);
-  const double x0 = kLeft, x1 = kWidth - kRight, y0 = kHeight - kBottom, y1 = kTop;
-  std::string svg = Frame(chart.title, chart.x_label, chart.y_label);
+  const double x0 = kChartArea.left, x1 = kChartArea.right, y0 = kChartArea.bottom,
+               y1 = kChartArea.top;
+  std::string svg = Header(kWidth, kHeight, (x0 + x1) / 2, chart.title) +
+                    Axes(kChartArea, chart.x_label, chart.y_label);
   char text[512];
   for (double t : ax.Ticks()) {
     const double x = ax.Map(t, x0, x1);
@@ -140,7 +217,7 @@ std::string RenderSvg(const LineChart& chart) {
                   x, y0, x, y1, x, y0 + 18, Number(t).c_str());
     svg += text;
   }
-  svg += YGrid(ay);
+  svg += YGrid(ay, kChartArea);
   for (size_t i = 0; i < chart.series.size(); ++i) {
     const ChartSeries& s = chart.series[i];
     const std::string color = kColors[i % std::size(kColors)];
@@ -166,49 +243,38 @@ std::string RenderSvg(const LineChart& chart) {
         }
       }
     }
-    svg += LegendEntry(static_cast<int>(i), s.label, color, s.dashed, false);
+    svg += LegendEntry(static_cast<int>(i), s.label, color, s.dashed, false, x1 + 15, y1);
   }
   return svg + "</svg>\n";
 }
 
 std::string RenderSvg(const StackedBarChart& chart) {
-  std::vector<double> totals;
-  for (const auto& row : chart.values) {
-    double t = 0;
-    for (double v : row) t += v;
-    totals.push_back(t);
-  }
-  const Axis ay = FitAxis(totals, false);
-  const double x0 = kLeft, x1 = kWidth - kRight, y0 = kHeight - kBottom, y1 = kTop;
-  std::string svg = Frame(chart.title, chart.x_label, chart.y_label);
+  const PlotArea& a = kChartArea;
+  return Header(kWidth, kHeight, (a.left + a.right) / 2, chart.title) +
+         Axes(a, chart.x_label, chart.y_label) + Bars(chart, a) +
+         PartsLegend(chart.parts, a.right + 15, a.top) + "</svg>\n";
+}
+
+std::string RenderSvg(const PanelChart& chart) {
+  const size_t n = chart.panels.size();
+  const size_t rows = std::max<size_t>(1, (n + kMaxPanelsPerRow - 1) / kMaxPanelsPerRow);
+  const size_t columns = std::max<size_t>(1, (n + rows - 1) / rows);  // rows as even as they go
+  const double panels_width = columns * kPanelWidth;
+  std::string svg =
+      Header(panels_width + kRight, kTop + rows * kPanelHeight, panels_width / 2, chart.title);
   char text[512];
-  svg += YGrid(ay);
-  const double slot = (x1 - x0) / std::max<size_t>(1, chart.categories.size()), bar = slot * 0.6;
-  for (size_t c = 0; c < chart.categories.size(); ++c) {
-    const double x = x0 + slot * c + (slot - bar) / 2;
-    double base = 0;
-    for (size_t p = 0; p < chart.parts.size() && p < chart.values[c].size(); ++p) {
-      const double top = base + chart.values[c][p];
-      const double ya = ay.Map(base, y0, y1), yb = ay.Map(top, y0, y1);
-      std::snprintf(text, sizeof(text), "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"%s\"/>\n", x, yb, bar,
-                    ya - yb, kColors[p % std::size(kColors)]);
-      svg += text;
-      base = top;
-    }
-    // One text line per '\n' of the category, under its bar.
-    size_t begin = 0;
-    for (int line = 0; begin <= chart.categories[c].size(); ++line) {
-      size_t end = chart.categories[c].find('\n', begin);
-      if (end == std::string::npos) end = chart.categories[c].size();
-      std::snprintf(text, sizeof(text), "<text x=\"%.1f\" y=\"%g\" text-anchor=\"middle\">%s</text>\n", x + bar / 2,
-                    y0 + 18 + 15 * line, Escape(chart.categories[c].substr(begin, end - begin)).c_str());
-      svg += text;
-      begin = end + 1;
-    }
+  for (size_t i = 0; i < n; ++i) {
+    const double cell_x = (i % columns) * kPanelWidth, cell_y = kTop + (i / columns) * kPanelHeight;
+    const PlotArea a = {cell_x + kPanelLeft, cell_y + kPanelTop, cell_x + kPanelWidth - kPanelRight,
+                        cell_y + kPanelHeight - kPanelBottom};
+    const StackedBarChart& panel = chart.panels[i];
+    std::snprintf(text, sizeof(text),
+                  "<text x=\"%g\" y=\"%g\" font-size=\"15\" text-anchor=\"middle\">%s</text>\n",
+                  (a.left + a.right) / 2, a.top - 10, Escape(panel.title).c_str());
+    svg += "<g>\n" + std::string(text) + Axes(a, panel.x_label, panel.y_label) + Bars(panel, a) +
+           "</g>\n";
   }
-  for (size_t p = 0; p < chart.parts.size(); ++p) {
-    svg += LegendEntry(static_cast<int>(p), chart.parts[p], kColors[p % std::size(kColors)], false, true);
-  }
+  if (n > 0) svg += PartsLegend(chart.panels.front().parts, panels_width + 15, kTop + kPanelTop);
   return svg + "</svg>\n";
 }
 

@@ -1,6 +1,6 @@
 // Charts written as SVG by the tools themselves (no plotting dependency): line charts with
-// linear or log axes, and stacked bars. `.png` output goes through rsvg-convert (Debian's
-// librsvg2-bin) when it is installed.
+// linear or log axes, stacked bars, and panels of stacked bars each on its own scale. `.png` output
+// goes through rsvg-convert (Debian's librsvg2-bin) when it is installed.
 #pragma once
 
 #include <string>
@@ -36,8 +36,17 @@ struct StackedBarChart {
   std::vector<std::vector<double>> values;   // [category][part]
 };
 
+// Stacked-bar panels side by side (a grid when there are more than four), each with its own title,
+// axis labels and y scale, under one title and one legend: the panels share `parts`, and the
+// legend names the first panel's.
+struct PanelChart {
+  std::string title;
+  std::vector<StackedBarChart> panels;
+};
+
 std::string RenderSvg(const LineChart& chart);
 std::string RenderSvg(const StackedBarChart& chart);
+std::string RenderSvg(const PanelChart& chart);
 
 // Writes `svg` to `path`: as is for .svg, converted for .png.
 Status WriteChart(const std::string& path, const std::string& svg);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <nlohmann/json.hpp>
+#include <utility>
 
 namespace tpserve::planner {
 namespace {
@@ -178,20 +179,29 @@ std::string PlanJson(const PlanReport& r) {
   return out.dump();
 }
 
-StackedBarChart PlanChart(const PlanReport& r) {
-  StackedBarChart chart;
-  chart.title = "predicted decode step: " + r.model + " on " + r.profile.name;
-  chart.x_label = "batch size (b), tensor-parallel degree (tp)";
-  chart.y_label = "time per decode step (ms)";
-  chart.parts = {"GEMMs", "attention", "AllReduce", "LM head", "logits gather", "launch", "host"};
+PanelChart PlanChart(const PlanReport& r) {
   const int context = r.options.context.front();
+  PanelChart chart;
+  chart.title = "predicted decode step by part: " + r.model + " on " + r.profile.name +
+                ", context " + std::to_string(context);
+  if (r.options.context.size() > 1) {
+    std::string all;
+    for (int c : r.options.context) all += (all.empty() ? "" : ", ") + std::to_string(c);
+    chart.title += " (first of " + all + ")";
+  }
   for (int batch : r.options.batch) {
+    StackedBarChart panel;
+    panel.title = Format("batch %d", batch);
+    panel.x_label = "tensor-parallel degree";
+    panel.y_label = "time per decode step (ms)";
+    panel.parts = {"GEMMs", "attention", "AllReduce", "LM head", "logits gather", "launch", "host"};
     for (const DecodePrediction& row : r.rows) {
       if (row.point.batch != batch || row.point.context != context) continue;
-      chart.categories.push_back("b" + std::to_string(batch) + "\ntp" + std::to_string(row.point.tp));
-      chart.values.push_back({row.gemm_ms, row.attention_ms, row.allreduce_ms, row.lm_head_ms, row.logits_ms,
-                              row.launch_ms, row.host_ms});
+      panel.categories.push_back(std::to_string(row.point.tp) + (row.fits ? "" : "\nno fit"));
+      panel.values.push_back({row.gemm_ms, row.attention_ms, row.allreduce_ms, row.lm_head_ms,
+                              row.logits_ms, row.launch_ms, row.host_ms});
     }
+    chart.panels.push_back(std::move(panel));
   }
   return chart;
 }

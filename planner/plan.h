@@ -42,7 +42,8 @@ Result<PlanReport> RunPlan(const ModelConfig& model, const std::string& model_na
                            const PlanOptions& options);
 std::string FormatPlan(const PlanReport& report);
 std::string PlanJson(const PlanReport& report);
-// Predicted step time stacked by part against TP, grouped by batch size.
-StackedBarChart PlanChart(const PlanReport& report);
+// Predicted step time stacked by part against TP at the first context, one panel per batch size,
+// each on its own scale; a TP that does not fit in memory says so under its bar.
+PanelChart PlanChart(const PlanReport& report);
 
 }  // namespace tpserve::planner

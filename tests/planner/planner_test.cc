@@ -228,5 +228,31 @@ TEST(Plan, RecommendsTheSmallestTpUnderTheSloTheBestPerDeviceAndReplicas) {
   EXPECT_NEAR(json["rows"][1]["parts_ms"]["allreduce"].get<double>(), tp2.allreduce_ms, 1e-12);
 }
 
+TEST(Plan, ChartHasOnePanelPerBatchWithTpAlongXAtTheFirstContext) {
+  PlanOptions options;
+  options.tp = {1, 2};
+  options.batch = {1, 4, 100000};
+  options.context = {1000, 4000};
+  options.engine = {
+      .kv_bytes = 2, .allreduce_bytes = 2, .logits_bytes = 4, .memory_utilization = 0.9};
+  auto report = RunPlan(HandModel(), "hand", HandMachine(), options);
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  const PanelChart chart = PlanChart(*report);
+  EXPECT_THAT(chart.title, HasSubstr("hand on "));
+  EXPECT_THAT(chart.title, HasSubstr("context 1000 (first of 1000, 4000)"));
+  ASSERT_EQ(chart.panels.size(), 3u);
+  EXPECT_EQ(chart.panels[1].title, "batch 4");
+  EXPECT_EQ(chart.panels[1].categories, (std::vector<std::string>{"1", "2"}));
+  EXPECT_EQ(chart.panels[2].categories, (std::vector<std::string>{"1\nno fit", "2\nno fit"}));
+  EXPECT_EQ(chart.panels[0].parts.size(), 7u);
+  for (const DecodePrediction& row : report->rows) {
+    if (row.point.batch != 4 || row.point.context != 1000) continue;
+    const std::vector<double>& parts = chart.panels[1].values[row.point.tp - 1];
+    EXPECT_EQ(parts,
+              (std::vector<double>{row.gemm_ms, row.attention_ms, row.allreduce_ms, row.lm_head_ms,
+                                   row.logits_ms, row.launch_ms, row.host_ms}));
+  }
+}
+
 }  // namespace
 }  // namespace tpserve::planner
