@@ -25,14 +25,49 @@ struct TokenizerFamily {
   std::vector<int> eos;
   double rope_theta;
   bool llama3_rope_scaling;
+  // tokenizer_config.json's chat template and its special tokens, in the family's chat format.
+  const char* chat_template;
+  const char* bos_token;  // nullptr: none
+  const char* eos_token;
 };
+
+// Llama-3.x Instruct's header/eot format (Llama-3.1's template without its tool calling).
+constexpr const char* kLlama3ChatTemplate =
+    "{{- bos_token }}\n"
+    "{%- for message in messages %}\n"
+    "    {{- '<|start_header_id|>' + message['role'] + '<|end_header_id|>\\n\\n' + "
+    "message['content'] | trim + '<|eot_id|>' }}\n"
+    "{%- endfor %}\n"
+    "{%- if add_generation_prompt %}\n"
+    "    {{- '<|start_header_id|>assistant<|end_header_id|>\\n\\n' }}\n"
+    "{%- endif %}\n";
+
+// Qwen2.5's ChatML with its default system message (Qwen2.5-Instruct's template without tools).
+constexpr const char* kChatMlTemplate =
+    "{%- if messages[0]['role'] == 'system' %}\n"
+    "    {{- '<|im_start|>system\\n' + messages[0]['content'] + '<|im_end|>\\n' }}\n"
+    "{%- else %}\n"
+    "    {{- '<|im_start|>system\\nYou are Qwen, created by Alibaba Cloud. "
+    "You are a helpful assistant.<|im_end|>\\n' }}\n"
+    "{%- endif %}\n"
+    "{%- for message in messages %}\n"
+    "    {%- if not (message['role'] == 'system' and loop.first) %}\n"
+    "        {{- '<|im_start|>' + message['role'] + '\\n' + message['content'] + "
+    "'<|im_end|>\\n' }}\n"
+    "    {%- endif %}\n"
+    "{%- endfor %}\n"
+    "{%- if add_generation_prompt %}\n"
+    "    {{- '<|im_start|>assistant\\n' }}\n"
+    "{%- endif %}\n";
 
 const TokenizerFamily* FindFamily(const std::string& name) {
   static const TokenizerFamily kFamilies[] = {
       // Llama-3.1: <|begin_of_text|>; eos <|end_of_text|>, <|eom_id|>, <|eot_id|>.
-      {"llama3", Architecture::kLlama, 128000, {128001, 128008, 128009}, 500000.0, true},
+      {"llama3", Architecture::kLlama, 128000, {128001, 128008, 128009}, 500000.0, true,
+       kLlama3ChatTemplate, "<|begin_of_text|>", "<|eot_id|>"},
       // Qwen2.5: no bos; eos <|im_end|>, <|endoftext|>.
-      {"qwen2", Architecture::kQwen2, std::nullopt, {151645, 151643}, 1000000.0, false},
+      {"qwen2", Architecture::kQwen2, std::nullopt, {151645, 151643}, 1000000.0, false,
+       kChatMlTemplate, nullptr, "<|im_end|>"},
   };
   for (const auto& family : kFamilies) {
     if (name == family.name) return &family;
@@ -194,11 +229,22 @@ Status MakeModel(const MakeModelOptions& options) {
   }
   fs::copy_file(tokenizer_json, dir / "tokenizer.json", fs::copy_options::overwrite_existing, error);
   if (error) return FailedPrecondition("copying tokenizer.json: " + error.message());
+  // The bundled tokenizer_config.json with the family's chat template and special tokens (the
+  // bundled files' own templates are of other releases: Llama-3.0's, Qwen3's).
+  ordered_json tokenizer_config = ordered_json::object();
   if (fs::exists(source / "tokenizer_config.json")) {
-    fs::copy_file(source / "tokenizer_config.json", dir / "tokenizer_config.json",
-                  fs::copy_options::overwrite_existing, error);
-    if (error) return FailedPrecondition("copying tokenizer_config.json: " + error.message());
+    std::ifstream in(source / "tokenizer_config.json");
+    tokenizer_config = ordered_json::parse(in, nullptr, /*allow_exceptions=*/false);
+    if (!tokenizer_config.is_object()) {
+      return InvalidArgument((source / "tokenizer_config.json").string() + ": not a JSON object");
+    }
   }
+  const TokenizerFamily* family = FindFamily(options.tokenizer);
+  tokenizer_config["chat_template"] = family->chat_template;
+  tokenizer_config["bos_token"] =
+      family->bos_token ? ordered_json(family->bos_token) : ordered_json(nullptr);
+  tokenizer_config["eos_token"] = family->eos_token;
+  RETURN_IF_ERROR(WriteJson(dir / "tokenizer_config.json", tokenizer_config));
   RETURN_IF_ERROR(WriteJson(dir / "config.json", ConfigJson(config)));
   ordered_json generation = {{"_from_model_config", false}, {"eos_token_id", config.eos_token_ids}};
   if (config.bos_token_id) generation["bos_token_id"] = *config.bos_token_id;

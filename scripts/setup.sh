@@ -30,6 +30,7 @@ PACKAGES=(
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc libcpp-httplib-dev libgloo-dev
   librsvg2-bin  # --plot FILE.png
   openssl  # the TLS tests make their certificates
+  python3-jinja2  # the reference for the chat template differential test
   libopenmpi-dev openmpi-bin  # bench-comm --peer mpi
   yamllint shellcheck  # deploy/'s static checks (tests/deploy)
 )

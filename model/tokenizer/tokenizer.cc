@@ -262,11 +262,17 @@ Status Tokenizer::LoadPostProcessor(const json& node, const std::string& source)
 }
 
 std::optional<std::pair<size_t, const AddedToken*>> Tokenizer::FindAddedToken(
-    std::string_view text, size_t from, bool parse_special) const {
+    std::string_view text, size_t from, bool parse_special,
+    std::span<const std::pair<size_t, size_t>> plain) const {
+  auto next_plain = plain.begin();  // the first range that ends after i
   for (size_t i = from; i < text.size(); ++i) {
+    while (next_plain != plain.end() && next_plain->second <= i) ++next_plain;
     for (const AddedToken* token :
          pipeline_->added_by_first_byte[static_cast<unsigned char>(text[i])]) {
       if (token->special && !parse_special) continue;
+      if (token->special && next_plain != plain.end() && next_plain->first < i + token->content.size()) {
+        continue;  // [i, i + size) overlaps the range [first, second) since second > i
+      }
       if (text.compare(i, token->content.size(), token->content) == 0) {
         return std::make_pair(i, token);
       }
@@ -290,6 +296,23 @@ void Tokenizer::EncodeText(std::string_view text, std::vector<int32_t>* ids) con
 
 Result<std::vector<int32_t>> Tokenizer::Encode(std::string_view text, bool add_special_tokens,
                                                bool parse_special) const {
+  return EncodeImpl(text, add_special_tokens, parse_special, {});
+}
+
+Result<std::vector<int32_t>> Tokenizer::EncodeWithPlainRanges(
+    std::string_view text, std::span<const std::pair<size_t, size_t>> plain) const {
+  for (size_t i = 0; i < plain.size(); ++i) {
+    if (plain[i].first > plain[i].second || plain[i].second > text.size() ||
+        (i > 0 && plain[i].first < plain[i - 1].second)) {
+      return InvalidArgument("plain ranges must be sorted, non-overlapping and inside the text");
+    }
+  }
+  return EncodeImpl(text, /*add_special_tokens=*/false, /*parse_special=*/true, plain);
+}
+
+Result<std::vector<int32_t>> Tokenizer::EncodeImpl(std::string_view text, bool add_special_tokens,
+                                                   bool parse_special,
+                                                   std::span<const std::pair<size_t, size_t>> plain) const {
   if (size_t bad = FindInvalidUtf8(text); bad != std::string_view::npos) {
     return InvalidArgument("text is not valid UTF-8 (byte " + std::to_string(bad) + ")");
   }
@@ -297,7 +320,7 @@ Result<std::vector<int32_t>> Tokenizer::Encode(std::string_view text, bool add_s
   if (add_special_tokens) ids = prefix_ids_;
   size_t position = 0;
   while (position < text.size()) {
-    auto match = FindAddedToken(text, position, parse_special);
+    auto match = FindAddedToken(text, position, parse_special, plain);
     if (!match) {
       EncodeText(text.substr(position), &ids);
       break;

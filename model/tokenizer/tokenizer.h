@@ -42,6 +42,12 @@ class Tokenizer {
   // special-token strings in the text are encoded as plain text (safe for untrusted input).
   Result<std::vector<int32_t>> Encode(std::string_view text, bool add_special_tokens = false,
                                       bool parse_special = true) const;
+  // Encode(text) with special tokens parsed, except where a match would overlap one of `plain`
+  // (sorted, non-overlapping [begin, end) byte ranges): text from an untrusted source, such as
+  // chat messages inside a trusted template, is encoded as text there. The text between special
+  // tokens is encoded whole, as for any text.
+  Result<std::vector<int32_t>> EncodeWithPlainRanges(std::string_view text,
+                                                     std::span<const std::pair<size_t, size_t>> plain) const;
 
   // The raw bytes that `ids` stand for (may end inside a UTF-8 sequence).
   Result<std::string> DecodeBytes(std::span<const int32_t> ids, bool skip_special = false) const;
@@ -64,9 +70,12 @@ class Tokenizer {
   Status LoadPostProcessor(const nlohmann::json& node, const std::string& source);
   void EncodeText(std::string_view text, std::vector<int32_t>* ids) const;
   // The leftmost added token in text[from, ...) (longest at that position) and where it starts.
-  std::optional<std::pair<size_t, const AddedToken*>> FindAddedToken(std::string_view text,
-                                                                     size_t from,
-                                                                     bool parse_special) const;
+  // A special token overlapping one of `plain` is skipped as when parse_special is false.
+  std::optional<std::pair<size_t, const AddedToken*>> FindAddedToken(
+      std::string_view text, size_t from, bool parse_special,
+      std::span<const std::pair<size_t, size_t>> plain = {}) const;
+  Result<std::vector<int32_t>> EncodeImpl(std::string_view text, bool add_special_tokens, bool parse_special,
+                                          std::span<const std::pair<size_t, size_t>> plain) const;
 
   std::unique_ptr<Pipeline> pipeline_;
   std::vector<std::string> id_to_token_;  // "" for unused ids

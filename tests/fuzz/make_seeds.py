@@ -124,3 +124,30 @@ for name, text in requests.items():
                               "tpserve/v1/tpserve.proto"], input=text.encode(), check=True, capture_output=True).stdout
     write("generate_request", name, encoded)
 print("seeds written under", os.path.join(HERE, "corpus"))
+
+# chat templates: hand-written ones in the styles of the supported families (the real templates are
+# fetched assets, never committed), then NUL + messages.
+messages = json.dumps([{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi <|eot_id|>"},
+                       {"role": "assistant", "content": " hello "}, {"role": "user", "content": "é 🌍"}]).encode()
+write("chat_template", "llama3_headers",
+      b"{{- bos_token }}{%- for message in messages %}{{- '<|start_header_id|>' + message['role'] + "
+      b"'<|end_header_id|>\n\n' + message['content'] | trim + '<|eot_id|>' }}{%- endfor %}"
+      b"{%- if add_generation_prompt %}{{- '<|start_header_id|>assistant<|end_header_id|>\n\n' }}{%- endif %}\0" + messages)
+write("chat_template", "chatml",
+      b"{%- if messages[0]['role'] == 'system' %}{{- '<|im_start|>system\n' + messages[0]['content'] + '<|im_end|>\n' }}"
+      b"{%- else %}{{- '<|im_start|>system\nYou are helpful.<|im_end|>\n' }}{%- endif %}\n{%- for message in messages %}"
+      b"{%- if not (message.role == 'system' and loop.first) %}{{- '<|im_start|>' + message.role + '\n' + message.content"
+      b" + '<|im_end|>\n' }}{%- endif %}{%- endfor %}{%- if add_generation_prompt %}{{- '<|im_start|>assistant\n' }}"
+      b"{%- endif %}\0" + messages)
+write("chat_template", "mistral_alternation",
+      b"{%- set ns = namespace(index=0) %}{%- for message in messages %}{%- if (message['role'] == 'user') != "
+      b"(ns.index % 2 == 0) %}{{- raise_exception('roles must alternate') }}{%- endif %}{%- set ns.index = ns.index + 1 %}"
+      b"{%- endfor %}{{- bos_token }}{%- for m in messages %}{%- if m.role == 'user' %}{{- '[INST]' + m.content + "
+      b"'[/INST]' }}{%- else %}{{- m.content + eos_token }}{%- endif %}{%- endfor %}\0" + messages)
+write("chat_template", "constructs",
+      "{% macro m(a, b=2) %}{{ a ~ b }}{% endmacro %}{% set ns = namespace(i=0) %}"
+      "{%- for x in messages if x.role != 'system' -%}{% set ns.i = ns.i + 1 %}{{ m(x.content|trim) }}"
+      "{{ loop.index }}{{ x['content'][::-1] }}{% if loop.last %}{% break %}{% endif %}{% else %}none{% endfor %}"
+      "{{ messages|selectattr('role', 'equalto', 'user')|map(attribute='content')|join(', ') }}"
+      "{{ {'a': [1, 2.5, none]}|tojson(indent=2) }}{{ 'a b'.split()|length is odd }}{# c #}"
+      "{{ raise_exception('x') if ns.i > 9 else ('%d' if false else 7 // 2 ** 1) }}")

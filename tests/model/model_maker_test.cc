@@ -6,6 +6,7 @@
 
 #include <cmath>
 
+#include "model/chat/chat_template.h"
 #include "model/model_directory.h"
 #include "model/weight_layout.h"
 #include "tests/test_util.h"
@@ -125,6 +126,34 @@ TEST(MakeModel, SmallPresetHasTheDocumentedSize) {
   EXPECT_TRUE(config->tie_word_embeddings);
   // 174M parameters, 98.5M of them the embedding (issue #2's figures).
   EXPECT_NEAR(config->ParameterCount() / 1e6, 174.0, 0.5);
+}
+
+// The presets carry their family's chat template, which loads back and renders that format.
+TEST(MakeModel, WritesTheFamilysChatTemplate) {
+  const nlohmann::json messages = nlohmann::json::parse(
+      R"([{"role": "system", "content": "Be brief."}, {"role": "user", "content": " Hi! "}])");
+  struct Case {
+    std::string tokenizer, expected;
+  };
+  for (const Case& c : std::vector<Case>{
+           {"llama3",
+            "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nBe brief.<|eot_id|>"
+            "<|start_header_id|>user<|end_header_id|>\n\nHi!<|eot_id|>"
+            "<|start_header_id|>assistant<|end_header_id|>\n\n"},
+           {"qwen2",
+            "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\n Hi! <|im_end|>\n"
+            "<|im_start|>assistant\n"}}) {
+    TempDir dir;
+    ASSERT_TRUE(MakeModel(TinyOptions(dir, c.tokenizer)).ok());
+    auto loaded = LoadChatTemplate(dir.path());
+    ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
+    ASSERT_TRUE(loaded->has_value()) << c.tokenizer;
+    auto rendered = (*loaded)->Render(messages, /*add_generation_prompt=*/true);
+    ASSERT_TRUE(rendered.ok()) << rendered.status().ToString();
+    EXPECT_EQ(rendered->text, c.expected) << c.tokenizer;
+    // The special tokens it names are in the vocabulary (the directory opens with them).
+    EXPECT_TRUE(OpenModelDirectory(dir.path().string()).ok()) << c.tokenizer;
+  }
 }
 
 TEST(MakeModel, BadOptionsAreRejected) {
