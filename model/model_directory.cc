@@ -77,7 +77,7 @@ Result<ModelDirectory> OpenModelDirectory(const std::string& dir) {
   }
   bool add_bos = false;
   RETURN_IF_ERROR(CompleteSpecialTokens(dir, tokenizer, &config, &add_bos));
-  return ModelDirectory{dir, std::move(config), std::move(checkpoint), std::move(tokenizer), add_bos};
+  return ModelDirectory{dir, std::move(config), std::move(checkpoint), std::move(tokenizer), add_bos, dir};
 }
 
 namespace {
@@ -125,7 +125,8 @@ Result<ModelDirectory> OpenDummyModel(const ModelSource& source) {
   RETURN_IF_ERROR(CompleteSpecialTokens(shape.tokenizer_dir, tokenizer, &config, &add_bos));
   const std::string path = "dummy:" + source.model;
   Checkpoint checkpoint = Checkpoint::Synthetic(config, source.seed, path);
-  return ModelDirectory{path, std::move(config), std::move(checkpoint), std::move(tokenizer), add_bos};
+  return ModelDirectory{path, std::move(config), std::move(checkpoint), std::move(tokenizer), add_bos,
+                        shape.tokenizer_dir};
 }
 
 }  // namespace

@@ -19,6 +19,8 @@ struct ModelDirectory {
   // Prepend bos_token_id to prompts (tokenizer_config.json add_bos_token, default true when the
   // model has a bos token), unless the tokenizer's own template already adds it.
   bool add_bos = false;
+  // Where tokenizer.json and tokenizer_config.json (its chat template) were read from.
+  std::string tokenizer_dir;
 };
 
 // The ids a prompt becomes: the tokenizer's template plus bos when the model expects one.

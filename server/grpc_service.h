@@ -57,8 +57,10 @@ class TpServeService final : public v1::TpServe::WithRawCallbackMethod_Generate<
   // Draining: new Generate calls fail with UNAVAILABLE; running ones finish.
   void StartDraining() { draining_ = true; }
 
-  // Turns a request into what the engine loop runs, or says which field is wrong.
+  // Turns a request into what the engine loop runs, or says which field is wrong. The HTTP API's
+  // requests come through here too.
   Result<ServeRequest> Validate(const v1::GenerateRequest& request) const;
+  const ServiceLimits& limits() const { return limits_; }
 
  private:
   // UNAUTHENTICATED without the API key; UNAVAILABLE while draining or after an engine failure;

@@ -7,6 +7,8 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <optional>
 #include <thread>
 
@@ -17,6 +19,7 @@
 #include "server/engine_loop.h"
 #include "server/grpc_call_counts.h"
 #include "server/grpc_service.h"
+#include "server/http/http_api.h"
 #include "server/metrics_http.h"
 
 namespace tpserve {
@@ -40,9 +43,36 @@ struct ServeOptions {
   int keepalive_time_ms = 60000;         // ping a connection idle this long...
   int keepalive_timeout_ms = 20000;      // ...and close it if the ping is not answered in this long
   int max_connection_idle_ms = 600000;   // close a connection without calls for this long
+  // The OpenAI-compatible HTTP API (off unless --http-port is given).
+  std::optional<int> http_port;
+  std::string served_model_name;  // default: the model directory's name
+  std::string chat_template;      // a Jinja file replacing the model's chat template
+  int http_threads = 512;
   EngineOptions engine;
   EngineLoopOptions loop;
 };
+
+// The name /v1 requests must ask for: --served-model-name, else the model directory's name.
+std::string ServedModelName(const ServeOptions& options) {
+  if (!options.served_model_name.empty()) return options.served_model_name;
+  const std::filesystem::path path = std::filesystem::path(options.model.model).lexically_normal();
+  const std::string name = path.has_filename() ? path.filename().string() : path.parent_path().filename().string();
+  return name.empty() ? options.model.model : name;
+}
+
+// --chat-template FILE, else the model's (tokenizer_config.json); nullopt when there is none.
+Result<std::optional<ChatTemplate>> ChooseChatTemplate(const ServeOptions& options, const ModelDirectory& model) {
+  if (options.chat_template.empty()) return LoadChatTemplate(model.tokenizer_dir);
+  std::ifstream in(options.chat_template, std::ios::binary);
+  if (!in) return NotFound("--chat-template: cannot read " + options.chat_template);
+  const std::string source((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string bos = model.config.bos_token_id ? model.tokenizer.IdToToken(*model.config.bos_token_id).value_or("") : "";
+  const std::string eos =
+      model.config.eos_token_ids.empty() ? "" : model.tokenizer.IdToToken(model.config.eos_token_ids.front()).value_or("");
+  auto compiled = ChatTemplate::Compile(source, bos, eos);
+  if (!compiled.ok()) return InvalidArgument(options.chat_template + ": " + compiled.status().message());
+  return std::optional<ChatTemplate>(std::move(compiled).value());
+}
 
 // The methods this server offers, as gRPC names them: the labels of tpserve_grpc_server_handled_total.
 std::vector<std::string> KnownMethods() {
@@ -73,6 +103,7 @@ int Run(const ServeOptions& options) {
   sigaddset(&signals, SIGTERM);
   sigaddset(&signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);  // before any thread starts
+  std::signal(SIGPIPE, SIG_IGN);  // a client that hangs up is an error on its write, not the end of the server
 
   auto model = OpenModel(options.model);
   if (!model.ok()) {
@@ -101,6 +132,24 @@ int Run(const ServeOptions& options) {
                        .max_request_bytes = options.max_request_bytes,
                        .max_new_tokens = options.max_new_tokens};
   TpServeService service(&*model, &loop, engine->get(), &metrics, loop_options, limits, &*access);
+  std::optional<ChatTemplate> chat_template;
+  std::unique_ptr<HttpApi> http;
+  if (options.http_port) {
+    auto chosen = ChooseChatTemplate(options, *model);
+    if (!chosen.ok()) {
+      spdlog::error("serve: {} (give --chat-template FILE to use another)", chosen.status().message());
+      return 1;
+    }
+    chat_template = std::move(chosen).value();
+    if (!chat_template) spdlog::warn("serve: the model has no chat template: /v1/chat/completions answers 400");
+    http = std::make_unique<HttpApi>(&*model, chat_template ? &*chat_template : nullptr, &loop, &service, &*access,
+                                     HttpApiOptions{.host = options.host,
+                                                    .port = *options.http_port,
+                                                    .served_model_name = ServedModelName(options),
+                                                    .threads = options.http_threads,
+                                                    .max_request_bytes = options.max_request_bytes,
+                                                    .tls = options.access});
+  }
 
   GrpcCallCounts grpc_calls(KnownMethods());
   // First: nothing to unwind if its port is taken.
@@ -132,6 +181,16 @@ int Run(const ServeOptions& options) {
     spdlog::error("serve: cannot listen on {}:{}", options.host, options.port);
     return 1;
   }
+  std::string http_ready;
+  if (http) {
+    auto http_port = http->Start();
+    if (!http_port.ok()) {
+      spdlog::error("serve: {}", http_port.status().message());
+      server->Shutdown();
+      return 1;
+    }
+    http_ready = fmt::format(" http {}:{}", options.host, *http_port);
+  }
   loop.Start();
   server->GetHealthCheckService()->SetServingStatus(true);
   spdlog::info("serving {} ({}, tp={}, {} KV blocks of {} tokens, max batch {}, max queue {})",
@@ -140,7 +199,8 @@ int Run(const ServeOptions& options) {
                loop_options.scheduler.max_batch_size, loop_options.max_queue);
   spdlog::info("access: {}, {}", access->tls() ? "TLS" : "plaintext (no TLS)",
                access->requires_key() ? "API key required (reflection off)" : "no API key");
-  spdlog::info("tpserve ready: grpc {}:{} metrics {}:{}", options.host, grpc_port, options.metrics_host, *metrics_port);
+  spdlog::info("tpserve ready: grpc {}:{} metrics {}:{}{}", options.host, grpc_port, options.metrics_host,
+               *metrics_port, http_ready);
 
   // Engine health is reflected in grpc.health.v1 while we wait for a signal. A failed engine
   // cannot be repaired in place (a stalled rank thread cannot be stopped safely): NOT_SERVING at
@@ -169,6 +229,7 @@ int Run(const ServeOptions& options) {
                options.drain_seconds);
   server->GetHealthCheckService()->SetServingStatus(false);
   service.StartDraining();
+  if (http) http->StartDraining();
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(options.drain_seconds);
   while (loop.in_flight() > 0 && std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
@@ -176,6 +237,7 @@ int Run(const ServeOptions& options) {
   const int abandoned = loop.in_flight();
   loop.Stop();  // cancels whatever is left
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  if (http) http->Stop();
   stopping = true;
   health.join();
   metrics_http.Stop();
@@ -221,6 +283,18 @@ void AddServeCommand(CLI::App& app, CommandAction* action) {
   cmd->add_option("--max-connection-idle-ms", options->max_connection_idle_ms,
                   "Close a connection that has had no call for this long")
       ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_option("--http-port", options->http_port,
+                  "Serve the OpenAI-compatible HTTP API (/v1/completions, /v1/chat/completions, /v1/models, "
+                  "/health) on this port of --host (0: pick a free one; off when not given)")
+      ->check(CLI::Range(0, 65535));
+  cmd->add_option("--served-model-name", options->served_model_name,
+                  "The model name HTTP requests must use (default: the model directory's name)");
+  cmd->add_option("--chat-template", options->chat_template,
+                  "A Jinja chat template file used instead of the model's tokenizer_config.json chat_template");
+  cmd->add_option("--http-threads", options->http_threads,
+                  "HTTP connections served at once (each open stream holds one thread)")
+      ->check(CLI::Range(4, 8192))
       ->capture_default_str();
   AddEngineFlags(cmd, &options->engine);
   cmd->add_option("--max-model-len", options->loop.max_model_len,

@@ -39,7 +39,7 @@ class ServerProcess {
     close(pipe_fds[1]);
     stderr_fd_ = pipe_fds[0];
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
-    const std::regex ready(R"(tpserve ready: grpc ([0-9.]+):(\d+) metrics ([0-9.]+):(\d+))");
+    const std::regex ready(R"(tpserve ready: grpc ([0-9.]+):(\d+) metrics ([0-9.]+):(\d+)( http ([0-9.]+):(\d+))?)");
     std::smatch match;
     while (std::chrono::steady_clock::now() < deadline) {
       char buffer[4096];
@@ -49,6 +49,7 @@ class ServerProcess {
       if (std::regex_search(log_, match, ready)) {
         grpc_target_ = match[1].str() + ":" + match[2].str();
         metrics_port_ = std::stoi(match[4].str());
+        if (match[7].matched) http_port_ = std::stoi(match[7].str());
         // Keep draining stderr so the server never blocks on a full pipe.
         drain_ = std::thread([this] {
           char b[4096];
@@ -99,6 +100,7 @@ class ServerProcess {
   const std::string& grpc_target() const { return grpc_target_; }
   pid_t pid() const { return pid_; }
   int metrics_port() const { return metrics_port_; }
+  int http_port() const { return http_port_; }  // 0 without --http-port
   std::string log() {
     std::lock_guard<std::mutex> lock(log_mutex_);
     return log_;
@@ -109,6 +111,7 @@ class ServerProcess {
   int stderr_fd_ = -1;
   std::string grpc_target_;
   int metrics_port_ = 0;
+  int http_port_ = 0;
   std::mutex log_mutex_;
   std::string log_;
   std::thread drain_;

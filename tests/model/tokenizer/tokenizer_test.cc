@@ -166,8 +166,11 @@ TEST(Tokenizer, PlainRangesNeverBecomeSpecialTokens) {
   const std::vector<std::pair<size_t, size_t>> plain = {{header.size(), header.size() + content.size()}};
   auto ids = tokenizer.EncodeWithPlainRanges(text, plain);
   ASSERT_TRUE(ids.ok()) << ids.status().ToString();
-  std::vector<int32_t> expected = tokenizer.Encode(header).value();
-  for (int32_t id : tokenizer.Encode(content, false, /*parse_special=*/false).value()) expected.push_back(id);
+  auto header_ids = tokenizer.Encode(header);
+  auto content_ids = tokenizer.Encode(content, false, /*parse_special=*/false);
+  ASSERT_TRUE(header_ids.ok() && content_ids.ok());
+  std::vector<int32_t> expected = *header_ids;
+  expected.insert(expected.end(), content_ids->begin(), content_ids->end());
   expected.push_back(*tokenizer.TokenToId("<|eot_id|>"));
   EXPECT_EQ(*ids, expected);
   EXPECT_EQ(tokenizer.Decode(*ids).value(), text);
@@ -176,7 +179,10 @@ TEST(Tokenizer, PlainRangesNeverBecomeSpecialTokens) {
   auto straddling = tokenizer.EncodeWithPlainRanges(header, edge);
   ASSERT_TRUE(straddling.ok());
   EXPECT_EQ(std::count(straddling->begin(), straddling->end(), *tokenizer.TokenToId("<|end_header_id|>")), 0);
-  EXPECT_EQ(tokenizer.EncodeWithPlainRanges(text, {}).value(), tokenizer.Encode(text).value());
+  auto no_ranges = tokenizer.EncodeWithPlainRanges(text, {});
+  auto whole = tokenizer.Encode(text);
+  ASSERT_TRUE(no_ranges.ok() && whole.ok());
+  EXPECT_EQ(*no_ranges, *whole);
   const std::vector<std::pair<size_t, size_t>> outside = {{0, text.size() + 1}};
   EXPECT_FALSE(tokenizer.EncodeWithPlainRanges(text, outside).ok());
 }
