@@ -48,6 +48,7 @@ struct ServeOptions {
   std::string served_model_name;  // default: the model directory's name
   std::string chat_template;      // a Jinja file replacing the model's chat template
   int http_threads = 512;
+  int http_timeout_s = 10;
   EngineOptions engine;
   EngineLoopOptions loop;
 };
@@ -147,6 +148,8 @@ int Run(const ServeOptions& options) {
                                                     .port = *options.http_port,
                                                     .served_model_name = ServedModelName(options),
                                                     .threads = options.http_threads,
+                                                    .read_timeout_s = options.http_timeout_s,
+                                                    .keepalive_timeout_s = std::min(options.http_timeout_s, 5),
                                                     .max_request_bytes = options.max_request_bytes,
                                                     .tls = options.access});
   }
@@ -295,6 +298,11 @@ void AddServeCommand(CLI::App& app, CommandAction* action) {
   cmd->add_option("--http-threads", options->http_threads,
                   "HTTP connections served at once (each open stream holds one thread)")
       ->check(CLI::Range(4, 8192))
+      ->capture_default_str();
+  cmd->add_option("--http-timeout-s", options->http_timeout_s,
+                  "An HTTP client that stalls this long while sending a request or reading a response is cut off "
+                  "(idle keep-alive connections: at most 5 s)")
+      ->check(CLI::Range(1, 3600))
       ->capture_default_str();
   AddEngineFlags(cmd, &options->engine);
   cmd->add_option("--max-model-len", options->loop.max_model_len,

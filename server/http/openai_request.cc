@@ -251,7 +251,11 @@ Status ReadLengths(const json& body, OpenAiRequest* r) {
 std::string OpenAiParamOf(const Status& status) {
   const std::string& m = status.message();
   const size_t colon = m.find(':');
-  return colon == std::string::npos ? std::string() : m.substr(0, colon);
+  if (colon == std::string::npos) return std::string();
+  // The shared validation names sampling fields as the gRPC request nests them.
+  constexpr std::string_view kNested = "sampling.";
+  const size_t from = m.compare(0, kNested.size(), kNested) == 0 ? kNested.size() : 0;
+  return m.substr(from, colon - from);
 }
 
 Result<OpenAiRequest> ParseOpenAiRequest(OpenAiEndpoint endpoint, std::string_view body) {

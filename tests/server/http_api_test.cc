@@ -1,0 +1,456 @@
+// The OpenAI-compatible HTTP API of the real server on loopback, driven by cpp-httplib's client
+// and raw sockets: greedy output equal to gRPC's, the SSE framing byte for byte and each chunk
+// against the shape of OpenAI's chunk object, chat through the model's template (message text
+// never becomes special tokens), errors as OpenAI error objects with their HTTP status, a closed
+// stream freeing its KV blocks, slow and idle clients cut off, the API key, 429 and draining.
+#include <arpa/inet.h>
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+
+#include <fstream>
+#include <future>
+#include <thread>
+
+#include "tests/model/engine_test_util.h"
+#include "tests/server/server_process.h"
+#include "tpserve/v1/tpserve.grpc.pb.h"
+
+namespace tpserve {
+namespace {
+
+using nlohmann::json;
+using testing::ServerProcess;
+
+constexpr char kModelName[] = "tiny-test";
+
+std::vector<std::string> ServeArgs(std::vector<std::string> extra = {}) {
+  std::vector<std::string> args = {"serve",  "--model", testing::TinyModel().path, "--port", "0", "--metrics-port",
+                                   "0",      "--threads", "2", "--tp", "1", "--http-port", "0",
+                                   "--served-model-name", kModelName};
+  args.insert(args.end(), extra.begin(), extra.end());
+  return args;
+}
+
+std::string GrpcGreedyText(const std::string& target, const std::string& prompt, int max_tokens) {
+  auto stub = v1::TpServe::NewStub(grpc::CreateChannel(target, grpc::InsecureChannelCredentials()));
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+  v1::GenerateRequest request;
+  request.set_text(prompt);
+  request.set_max_tokens(max_tokens);
+  request.set_ignore_eos(true);
+  auto reader = stub->Generate(&context, request);
+  std::string text;
+  v1::GenerateResponse response;
+  while (reader->Read(&response)) text += response.text();
+  EXPECT_TRUE(reader->Finish().ok());
+  return text;
+}
+
+v1::StatsResponse Stats(const std::string& target) {
+  auto stub = v1::TpServe::NewStub(grpc::CreateChannel(target, grpc::InsecureChannelCredentials()));
+  grpc::ClientContext context;
+  v1::StatsResponse stats;
+  EXPECT_TRUE(stub->Stats(&context, v1::StatsRequest(), &stats).ok());
+  return stats;
+}
+
+struct HttpResult {
+  int status = 0;
+  std::string body;
+};
+
+HttpResult Post(int port, const std::string& path, const std::string& body, httplib::Headers headers = {}) {
+  httplib::Client client("127.0.0.1", port);
+  client.set_read_timeout(60, 0);
+  auto result = client.Post(path.c_str(), headers, body, "application/json");
+  if (!result) return {-1, httplib::to_string(result.error())};
+  return {result->status, result->body};
+}
+
+HttpResult Get(int port, const std::string& path, httplib::Headers headers = {}) {
+  httplib::Client client("127.0.0.1", port);
+  auto result = client.Get(path.c_str(), headers);
+  if (!result) return {-1, httplib::to_string(result.error())};
+  return {result->status, result->body};
+}
+
+// The events of an SSE body, checked byte for byte: each is "data: PAYLOAD\n\n", the last payload is
+// [DONE] and nothing follows it.
+std::vector<std::string> SsePayloads(const std::string& body) {
+  std::vector<std::string> payloads;
+  size_t at = 0;
+  while (at < body.size()) {
+    EXPECT_EQ(body.compare(at, 6, "data: "), 0) << "event at byte " << at << " does not start with 'data: '";
+    const size_t end = body.find("\n\n", at);
+    if (end == std::string::npos) {
+      ADD_FAILURE() << "event at byte " << at << " is not terminated by a blank line";
+      break;
+    }
+    const std::string payload = body.substr(at + 6, end - at - 6);
+    EXPECT_EQ(payload.find('\n'), std::string::npos) << "an event spans lines: " << payload;
+    payloads.push_back(payload);
+    at = end + 2;
+  }
+  EXPECT_FALSE(payloads.empty());
+  if (!payloads.empty()) {
+    EXPECT_EQ(payloads.back(), "[DONE]");
+  }
+  return payloads;
+}
+
+// OpenAI's chunk object (id and created by type only).
+void ExpectChunkShape(const json& chunk, bool chat) {
+  ASSERT_TRUE(chunk.is_object()) << chunk;
+  EXPECT_TRUE(chunk["id"].is_string()) << chunk;
+  EXPECT_TRUE(chunk["created"].is_number_integer()) << chunk;
+  EXPECT_EQ(chunk["object"], chat ? "chat.completion.chunk" : "text_completion") << chunk;
+  EXPECT_EQ(chunk["model"], kModelName) << chunk;
+  ASSERT_TRUE(chunk["choices"].is_array()) << chunk;
+  for (const json& choice : chunk["choices"]) {
+    EXPECT_EQ(choice["index"], 0);
+    if (chat) {
+      ASSERT_TRUE(choice["delta"].is_object()) << chunk;
+      for (const auto& [key, value] : choice["delta"].items()) {
+        EXPECT_TRUE(key == "role" || key == "content") << key;
+        EXPECT_TRUE(value.is_string()) << chunk;
+      }
+    } else {
+      EXPECT_TRUE(choice["text"].is_string()) << chunk;
+    }
+    EXPECT_TRUE(choice.contains("logprobs")) << chunk;
+    const json& reason = choice["finish_reason"];
+    EXPECT_TRUE(reason.is_null() || reason == "stop" || reason == "length") << chunk;
+  }
+}
+
+// The streamed text, with each chunk's shape checked; `usage` is set from a usage chunk.
+std::string StreamedText(const std::string& body, bool chat, json* usage = nullptr, int* finish_chunks = nullptr) {
+  std::string text;
+  const std::vector<std::string> payloads = SsePayloads(body);
+  for (size_t i = 0; i + 1 < payloads.size(); ++i) {
+    const json chunk = json::parse(payloads[i]);
+    ExpectChunkShape(chunk, chat);
+    if (chunk.contains("usage") && !chunk["usage"].is_null() && usage != nullptr) {
+      *usage = chunk["usage"];
+    }
+    for (const json& choice : chunk["choices"]) {
+      text += chat ? choice["delta"].value("content", "") : choice["text"].get<std::string>();
+      if (!choice["finish_reason"].is_null() && finish_chunks) ++*finish_chunks;
+    }
+  }
+  return text;
+}
+
+class HttpApiTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    server_ = new ServerProcess();
+    ASSERT_TRUE(server_->Start(ServeArgs())) << server_->log();
+    ASSERT_GT(server_->http_port(), 0) << server_->log();
+  }
+  static void TearDownTestSuite() {
+    EXPECT_EQ(server_->Stop(), 0);
+    delete server_;
+  }
+  static int port() { return server_->http_port(); }
+  static ServerProcess* server_;
+};
+ServerProcess* HttpApiTest::server_ = nullptr;
+
+TEST_F(HttpApiTest, CompletionsEqualGrpcAndStreamFramingIsExact) {
+  const std::string expected = GrpcGreedyText(server_->grpc_target(), "The quick brown fox", 12);
+  const json request = {{"model", kModelName}, {"prompt", "The quick brown fox"}, {"max_tokens", 12},
+                        {"temperature", 0}, {"ignore_eos", true}};
+  const HttpResult whole = Post(port(), "/v1/completions", request.dump());
+  ASSERT_EQ(whole.status, 200) << whole.body;
+  const json response = json::parse(whole.body);
+  EXPECT_EQ(response["object"], "text_completion");
+  EXPECT_EQ(response["choices"][0]["text"], expected);
+  EXPECT_EQ(response["choices"][0]["finish_reason"], "length");
+  EXPECT_EQ(response["usage"]["completion_tokens"], 12);
+  EXPECT_EQ(response["usage"]["total_tokens"],
+            response["usage"]["prompt_tokens"].get<int>() + response["usage"]["completion_tokens"].get<int>());
+
+  json streamed = request;
+  streamed["stream"] = true;
+  streamed["stream_options"] = {{"include_usage", true}};
+  const HttpResult sse = Post(port(), "/v1/completions", streamed.dump());
+  ASSERT_EQ(sse.status, 200) << sse.body;
+  json usage;
+  int finish_chunks = 0;
+  EXPECT_EQ(StreamedText(sse.body, /*chat=*/false, &usage, &finish_chunks), expected);
+  EXPECT_EQ(finish_chunks, 1);
+  EXPECT_EQ(usage, response["usage"]);
+}
+
+TEST_F(HttpApiTest, CompletionLogprobsAreTheChosenTokensAndTheirAlternatives) {
+  const json request = {{"prompt", "Hello"}, {"max_tokens", 6}, {"temperature", 0}, {"ignore_eos", true},
+                        {"logprobs", 3}};
+  const HttpResult result = Post(port(), "/v1/completions", request.dump());
+  ASSERT_EQ(result.status, 200) << result.body;
+  const json choice = json::parse(result.body)["choices"][0];
+  const json& lp = choice["logprobs"];
+  ASSERT_EQ(lp["tokens"].size(), 6u) << lp;
+  std::string joined;
+  for (size_t i = 0; i < 6; ++i) {
+    EXPECT_EQ(lp["text_offset"][i], joined.size());
+    joined += lp["tokens"][i].get<std::string>();
+    const json& top = lp["top_logprobs"][i];
+    ASSERT_EQ(top.size(), 3u) << top;
+    double best = -1e30;
+    for (const auto& [token, logprob] : top.items()) best = std::max(best, logprob.get<double>());
+    // Greedy: the chosen token is the most likely one, and among the alternatives.
+    EXPECT_DOUBLE_EQ(lp["token_logprobs"][i].get<double>(), best);
+    EXPECT_TRUE(top.contains(lp["tokens"][i].get<std::string>())) << top;
+    EXPECT_LE(best, 0.0);
+  }
+  EXPECT_EQ(joined, choice["text"]);
+}
+
+TEST_F(HttpApiTest, ChatRendersTheModelsTemplateAndStreamsChunks) {
+  // The tiny model's template is Llama-3's; the gRPC reference is that rendering written out by
+  // hand (gRPC adds the BOS itself).
+  const std::string rendered =
+      "<|start_header_id|>system<|end_header_id|>\n\nBe brief.<|eot_id|>"
+      "<|start_header_id|>user<|end_header_id|>\n\nHi there<|eot_id|>"
+      "<|start_header_id|>assistant<|end_header_id|>\n\n";
+  const std::string expected = GrpcGreedyText(server_->grpc_target(), rendered, 10);
+  const json request = {{"model", kModelName},
+                        {"messages", {{{"role", "system"}, {"content", "Be brief."}},
+                                      {{"role", "user"}, {"content", {{{"type", "text"}, {"text", "Hi "}},
+                                                                      {{"type", "text"}, {"text", "there"}}}}}}},
+                        {"max_completion_tokens", 10},
+                        {"temperature", 0},
+                        {"ignore_eos", true}};
+  const HttpResult whole = Post(port(), "/v1/chat/completions", request.dump());
+  ASSERT_EQ(whole.status, 200) << whole.body;
+  const json response = json::parse(whole.body);
+  EXPECT_EQ(response["object"], "chat.completion");
+  EXPECT_EQ(response["choices"][0]["message"]["role"], "assistant");
+  EXPECT_EQ(response["choices"][0]["message"]["content"], expected);
+
+  json streamed = request;
+  streamed["stream"] = true;
+  const HttpResult sse = Post(port(), "/v1/chat/completions", streamed.dump());
+  ASSERT_EQ(sse.status, 200) << sse.body;
+  EXPECT_EQ(StreamedText(sse.body, /*chat=*/true), expected);
+  const json first = json::parse(SsePayloads(sse.body).front());
+  EXPECT_EQ(first["choices"][0]["delta"]["role"], "assistant");
+}
+
+TEST_F(HttpApiTest, SpecialTokensInMessagesStayText) {
+  auto prompt_tokens = [&](const std::string& content) {
+    const json request = {{"messages", {{{"role", "user"}, {"content", content}}}}, {"max_tokens", 1}};
+    const HttpResult result = Post(port(), "/v1/chat/completions", request.dump());
+    EXPECT_EQ(result.status, 200) << result.body;
+    return json::parse(result.body)["usage"]["prompt_tokens"].get<int>();
+  };
+  // One special token would add one id; as text, "<|eot_id|>" is several.
+  EXPECT_GE(prompt_tokens("<|eot_id|>"), prompt_tokens("x") + 3);
+}
+
+TEST_F(HttpApiTest, ModelsListTheServedName) {
+  const HttpResult list = Get(port(), "/v1/models");
+  ASSERT_EQ(list.status, 200);
+  const json models = json::parse(list.body);
+  EXPECT_EQ(models["object"], "list");
+  ASSERT_EQ(models["data"].size(), 1u);
+  EXPECT_EQ(models["data"][0]["id"], kModelName);
+  EXPECT_EQ(Get(port(), std::string("/v1/models/") + kModelName).status, 200);
+  EXPECT_EQ(Get(port(), "/v1/models/gpt-4").status, 404);
+  EXPECT_EQ(Get(port(), "/health").status, 200);
+}
+
+TEST_F(HttpApiTest, BadRequestsFailAloneWithOpenAiErrors) {
+  struct Case {
+    std::string path, body;
+    int status;
+    std::string param;  // "" when the error has none
+  };
+  const std::vector<Case> cases = {
+      {"/v1/completions", "{not json", 400, "body"},
+      {"/v1/completions", "[1, 2]", 400, "body"},
+      {"/v1/completions", R"({"prompt": "x", "max_tokens": "5"})", 400, "max_tokens"},
+      {"/v1/completions", R"({"prompt": "x", "max_tokens": 2.5})", 400, "max_tokens"},
+      {"/v1/completions", R"({"prompt": "x", "max_tokens": 1e300})", 400, "max_tokens"},
+      {"/v1/completions", R"({"prompt": "x", "max_tokens": 100000})", 400, "max_tokens"},
+      {"/v1/completions", R"({"prompt": "x", "temperature": "hot"})", 400, "temperature"},
+      {"/v1/completions", R"({"prompt": "x", "temperature": -1})", 400, "temperature"},
+      {"/v1/completions", R"({"prompt": "x", "n": 2})", 400, "n"},
+      {"/v1/completions", R"({"prompt": ["a", "b"]})", 400, "prompt"},
+      {"/v1/completions", R"({"prompt": [1, -5]})", 400, "prompt"},
+      {"/v1/completions", R"({"prompt": [999999999]})", 400, "prompt"},
+      {"/v1/completions", R"({"prompt": "x", "stop": [1]})", 400, "stop"},
+      {"/v1/completions", R"({"prompt": "x", "stream": "yes"})", 400, "stream"},
+      {"/v1/completions", R"({"max_tokens": 3})", 400, "prompt"},
+      {"/v1/completions", R"({"prompt": "x", "model": "gpt-4"})", 404, ""},
+      {"/v1/chat/completions", R"({"messages": []})", 400, "messages"},
+      {"/v1/chat/completions", R"({"messages": [{"content": "x"}]})", 400, "messages[0].role"},
+      {"/v1/chat/completions",
+       R"({"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {}}]}]})", 400,
+       "messages[0].content[0].type"},
+      {"/v1/chat/completions", R"({"messages": [{"role": "user", "content": "x"}], "tools": [{}]})", 400, "tools"},
+      {"/v1/chat/completions", R"({"messages": [{"role": "user", "content": "x"}], "top_logprobs": 2})", 400,
+       "top_logprobs"},
+      {"/v1/chat/completions", R"({"messages": [{"role": "user", "content": "x"}], "presence_penalty": 0.5})", 400,
+       "presence_penalty"},
+      {"/v1/nothing", "{}", 404, ""},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.path + " " + c.body);
+    const HttpResult result = Post(port(), c.path, c.body);
+    EXPECT_EQ(result.status, c.status) << result.body;
+    const json error = json::parse(result.body, nullptr, false);
+    ASSERT_TRUE(error.is_object() && error["error"].is_object()) << result.body;
+    EXPECT_TRUE(error["error"]["message"].is_string());
+    EXPECT_EQ(error["error"]["type"], c.status == 400 || c.status == 404 ? "invalid_request_error" : "");
+    EXPECT_EQ(error["error"]["param"], c.param.empty() ? json(nullptr) : json(c.param));
+  }
+  // A body over --max-request-bytes (1 MiB by default) is refused before it is parsed.
+  const HttpResult huge = Post(port(), "/v1/completions", R"({"prompt": ")" + std::string(2 << 20, 'a') + "\"}");
+  EXPECT_EQ(huge.status, 413);
+  EXPECT_NE(huge.body.find("max-request-bytes"), std::string::npos) << huge.body;
+  // ... and the server serves the next request as ever.
+  const HttpResult ok = Post(port(), "/v1/completions", R"({"prompt": "Hi", "max_tokens": 2})");
+  EXPECT_EQ(ok.status, 200) << ok.body;
+}
+
+TEST_F(HttpApiTest, ClosingTheStreamCancelsTheRequestAndFreesItsBlocks) {
+  const v1::StatsResponse before = Stats(server_->grpc_target());
+  httplib::Client client("127.0.0.1", port());
+  const json request = {{"prompt", "Hello"}, {"max_tokens", 1500}, {"ignore_eos", true}, {"stream", true}};
+  int chunks = 0;
+  httplib::Request post;
+  post.method = "POST";
+  post.path = "/v1/completions";
+  post.body = request.dump();
+  post.set_header("Content-Type", "application/json");
+  post.content_receiver = [&](const char*, size_t, uint64_t, uint64_t) { return ++chunks < 4; };  // then hang up
+  auto result = client.send(post);
+  EXPECT_FALSE(result);  // the client cancelled
+  EXPECT_GE(chunks, 4);
+  client.stop();
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  v1::StatsResponse after;
+  do {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    after = Stats(server_->grpc_target());
+  } while ((after.requests_running() != 0 || after.kv_blocks_free() != before.kv_blocks_free()) &&
+           std::chrono::steady_clock::now() < deadline);
+  EXPECT_EQ(after.requests_running(), 0);
+  EXPECT_EQ(after.kv_blocks_free(), before.kv_blocks_free());
+  EXPECT_LT(after.steps() - before.steps(), 1400) << "the cancelled request ran to its end";
+}
+
+// A raw TCP connection to the HTTP port.
+int Connect(int port) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(static_cast<uint16_t>(port));
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0) {
+    close(fd);
+    return -1;
+  }
+  timeval timeout{.tv_sec = 15, .tv_usec = 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
+  return fd;
+}
+
+// Whether the server closes `fd` (reads until EOF, discarding any response) within the receive timeout.
+bool ServerCloses(int fd) {
+  char buffer[4096];
+  for (;;) {
+    const ssize_t n = recv(fd, buffer, sizeof(buffer), 0);
+    if (n == 0) return true;
+    if (n < 0) return false;  // timed out (or reset, which also counts as not a clean cut-off)
+  }
+}
+
+TEST(HttpApiClients, SlowAndIdleClientsAreCutOffWhileHealthAnswers) {
+  ServerProcess server;
+  ASSERT_TRUE(server.Start(ServeArgs({"--http-timeout-s", "1", "--http-threads", "64"}))) << server.log();
+  const int port = server.http_port();
+  // Slow loris: headers that never end; a body that never arrives.
+  const int headers = Connect(port);
+  const std::string partial = "POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n";
+  ASSERT_EQ(send(headers, partial.data(), partial.size(), 0), static_cast<ssize_t>(partial.size()));
+  const int body = Connect(port);
+  const std::string short_body =
+      "POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 100\r\n\r\n{\"prompt\":";
+  ASSERT_EQ(send(body, short_body.data(), short_body.size(), 0), static_cast<ssize_t>(short_body.size()));
+  // Many idle connections, fewer than the threads.
+  std::vector<int> idle;
+  for (int i = 0; i < 40; ++i) idle.push_back(Connect(port));
+  const HttpResult health = Get(port, "/health");
+  EXPECT_EQ(health.status, 200) << health.body;
+  EXPECT_TRUE(ServerCloses(headers));
+  EXPECT_TRUE(ServerCloses(body));
+  for (int fd : idle) EXPECT_TRUE(ServerCloses(fd));
+  for (int fd : idle) close(fd);
+  close(headers);
+  close(body);
+  EXPECT_EQ(Post(port, "/v1/completions", R"({"prompt": "Hi", "max_tokens": 2})").status, 200);
+  EXPECT_EQ(server.Stop(), 0) << server.log();
+}
+
+TEST(HttpApiClients, TheApiKeyIsRequiredAndHealthStaysOpen) {
+  testing::TempDir dir;
+  const std::string key_file = (dir.path() / "key").string();
+  std::ofstream(key_file) << "http-test-key-0123456789\n";
+  ServerProcess server;
+  ASSERT_TRUE(server.Start(ServeArgs({"--api-key-file", key_file}))) << server.log();
+  const std::string body = R"({"prompt": "Hi", "max_tokens": 2})";
+  for (const httplib::Headers& wrong : {httplib::Headers{}, httplib::Headers{{"Authorization", "Bearer nope"}},
+                                        httplib::Headers{{"Authorization", "http-test-key-0123456789"}}}) {
+    const HttpResult refused = Post(server.http_port(), "/v1/completions", body, wrong);
+    EXPECT_EQ(refused.status, 401) << refused.body;
+    EXPECT_EQ(json::parse(refused.body)["error"]["type"], "authentication_error");
+    EXPECT_EQ(Get(server.http_port(), "/v1/models", wrong).status, 401);
+  }
+  const httplib::Headers right = {{"Authorization", "Bearer http-test-key-0123456789"}};
+  EXPECT_EQ(Post(server.http_port(), "/v1/completions", body, right).status, 200);
+  EXPECT_EQ(Get(server.http_port(), "/v1/models", right).status, 200);
+  EXPECT_EQ(Get(server.http_port(), "/health").status, 200);
+  EXPECT_EQ(server.Stop(), 0);
+}
+
+TEST(HttpApiClients, AFullQueueIs429AndDrainingIs503WhileRunningStreamsFinish) {
+  ServerProcess server;
+  ASSERT_TRUE(server.Start(ServeArgs({"--max-batch-size", "1", "--max-queue", "1", "--drain-seconds", "60"})))
+      << server.log();
+  const int port = server.http_port();
+  // Each long request runs for a second or more on the tiny model (~1-3 ms per token).
+  const std::string long_request = R"({"prompt": "Hello", "max_tokens": 600, "ignore_eos": true, "stream": true})";
+  // The first runs, the second waits in the queue, the third finds it full.
+  auto first = std::async(std::launch::async, [&] { return Post(port, "/v1/completions", long_request); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  auto second = std::async(std::launch::async, [&] { return Post(port, "/v1/completions", long_request); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  const HttpResult third = Post(port, "/v1/completions", long_request);
+  EXPECT_EQ(third.status, 429) << third.body;
+  EXPECT_EQ(json::parse(third.body)["error"]["type"], "rate_limit_error");
+  // SIGTERM: new requests and health get 503; the running and queued streams end normally.
+  server.SendSigterm();
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_EQ(Post(port, "/v1/completions", R"({"prompt": "Hi", "max_tokens": 2})").status, 503);
+  EXPECT_EQ(Get(port, "/health").status, 503);
+  for (auto* stream : {&first, &second}) {
+    const HttpResult done = stream->get();
+    EXPECT_EQ(done.status, 200);
+    EXPECT_EQ(SsePayloads(done.body).back(), "[DONE]");
+    EXPECT_NE(done.body.find("\"finish_reason\":\"length\""), std::string::npos);
+  }
+  EXPECT_EQ(server.Wait(), 0) << server.log();
+}
+
+}  // namespace
+}  // namespace tpserve
