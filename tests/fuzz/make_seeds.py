@@ -123,6 +123,19 @@ for name, text in requests.items():
     encoded = subprocess.run(["protoc", "-I", os.path.join(REPO, "proto"), "--encode=tpserve.v1.GenerateRequest",
                               "tpserve/v1/tpserve.proto"], input=text.encode(), check=True, capture_output=True).stdout
     write("generate_request", name, encoded)
+# OpenAI request bodies: first byte 0 = /v1/completions, 1 = /v1/chat/completions.
+openai = {
+    "completion": (0, {"model": "tiny", "prompt": "Hello", "max_tokens": 8, "temperature": 0, "logprobs": 2,
+                       "stop": ["\n", "."], "stream": True, "stream_options": {"include_usage": True}}),
+    "completion_ids": (0, {"prompt": [[128000, 9906]], "max_tokens": 4, "ignore_eos": True, "min_tokens": 4,
+                           "top_k": -1, "top_p": 0.9, "seed": 7}),
+    "chat": (1, {"messages": [{"role": "system", "content": "Be brief."},
+                              {"role": "user", "content": [{"type": "text", "text": "Hi"}]}],
+                 "max_completion_tokens": 5, "logprobs": True, "top_logprobs": 3, "n": 1, "user": "u"}),
+    "refused": (0, {"prompt": "x", "n": 2, "tools": [{}], "max_tokens": 2.5}),
+}
+for name, (endpoint, body) in openai.items():
+    write("openai_request", name, bytes([endpoint]) + json.dumps(body).encode())
 print("seeds written under", os.path.join(HERE, "corpus"))
 
 # chat templates: hand-written ones in the styles of the supported families (the real templates are
@@ -151,3 +164,19 @@ write("chat_template", "constructs",
       "{{ messages|selectattr('role', 'equalto', 'user')|map(attribute='content')|join(', ') }}"
       "{{ {'a': [1, 2.5, none]}|tojson(indent=2) }}{{ 'a b'.split()|length is odd }}{# c #}"
       "{{ raise_exception('x') if ns.i > 9 else ('%d' if false else 7 // 2 ** 1) }}")
+
+# Streamed OpenAI responses as loadgen reads them: a first byte N % 8, N bytes that pick how the
+# stream is cut into reads, then the server-sent events.
+completion = "".join(f"data: {json.dumps(c)}\n\n" for c in [
+    {"id": "cmpl-1", "object": "text_completion", "choices": [{"index": 0, "text": "Hello", "finish_reason": None}]},
+    {"id": "cmpl-1", "object": "text_completion", "choices": [{"index": 0, "text": "", "finish_reason": "length"}]},
+    {"id": "cmpl-1", "object": "text_completion", "choices": [], "usage": {"prompt_tokens": 3, "completion_tokens": 2}},
+]) + "data: [DONE]\n\n"
+chat = "".join(f"data: {json.dumps(c)}\r\n\r\n" for c in [
+    {"object": "chat.completion.chunk", "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]},
+    {"object": "chat.completion.chunk", "choices": [{"index": 0, "delta": {"content": "Hi"}}]},
+]) + ": keep-alive\r\n\r\ndata: [DONE]\r\n\r\n"
+write("sse_stream", "completion_whole", b"\0" + completion.encode())
+write("sse_stream", "completion_bytewise", b"\1\0" + completion.encode())
+write("sse_stream", "chat_crlf_cut", b"\3\2\5\1" + chat.encode())
+write("sse_stream", "error_multiline", b"\2\6\0" + b"\xef\xbb\xbfevent: error\rdata: {\"error\":\rdata: {\"message\": \"boom\"}}\r\r")

@@ -1,0 +1,81 @@
+// An OpenAI request body off the wire (what any HTTP client can send), first byte choosing the
+// endpoint: ParseOpenAiRequest, then the gRPC service's Validate against the tiny model, then
+// the response objects built from what it asked for. A refusal is INVALID_ARGUMENT naming a
+// parameter; an accepted request fits the limits; every JSON the server would send parses back.
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <string_view>
+
+#include "model/model_directory.h"
+#include "server/grpc_service.h"
+#include "server/http/openai_request.h"
+#include "server/http/openai_response.h"
+#include "tests/fuzz/fuzz_util.h"
+
+namespace {
+
+const tpserve::ModelDirectory& Model() {
+  static tpserve::ModelDirectory* model = [] {
+    tpserve::ModelSource source;
+    source.model = "tiny";
+    source.load_format = "dummy";
+    source.assets_dir = TPSERVE_FUZZ_ASSETS_DIR;
+    auto opened = tpserve::OpenModel(source);
+    if (!opened.ok()) {
+      std::fprintf(stderr, "cannot open the tiny dummy model: %s\n", opened.status().ToString().c_str());
+      std::abort();
+    }
+    return new tpserve::ModelDirectory(std::move(opened).value());
+  }();
+  return *model;
+}
+
+const tpserve::TpServeService& Service() {
+  static tpserve::EngineLoopOptions loop_options;
+  static tpserve::ServiceLimits limits{.max_model_len = 2048};
+  static tpserve::TpServeService service(&Model(), nullptr, nullptr, nullptr, loop_options, limits);
+  return service;
+}
+
+void CheckParses(const std::string& text) {
+  FUZZ_CHECK(nlohmann::json::accept(text), "the server would send JSON that does not parse");
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  if (size == 0) return 0;
+  const auto endpoint =
+      data[0] % 2 == 0 ? tpserve::OpenAiEndpoint::kCompletions : tpserve::OpenAiEndpoint::kChatCompletions;
+  auto parsed = tpserve::ParseOpenAiRequest(endpoint, {reinterpret_cast<const char*>(data) + 1, size - 1});
+  if (!parsed.ok()) {
+    FUZZ_CHECK(parsed.status().code() == tpserve::StatusCode::kInvalidArgument, "a refusal that is not a 400");
+    FUZZ_CHECK(!tpserve::OpenAiParamOf(parsed.status()).empty(), "a refusal that names no parameter");
+    CheckParses(tpserve::OpenAiErrorBody(parsed.status()));
+    return 0;
+  }
+  FUZZ_CHECK(parsed->top_logprobs >= 0, "negative top_logprobs");
+  if (endpoint == tpserve::OpenAiEndpoint::kChatCompletions) {
+    FUZZ_CHECK(!parsed->messages.empty(), "a chat request without messages");
+    for (const auto& m : parsed->messages) FUZZ_CHECK(m["content"].is_string(), "content not joined into a string");
+    return 0;  // its prompt comes from the chat template (fuzzed on its own)
+  }
+  auto accepted = Service().Validate(parsed->generate);
+  if (!accepted.ok()) {
+    CheckParses(tpserve::OpenAiErrorBody(accepted.status()));
+    return 0;
+  }
+  FUZZ_CHECK(accepted->prompt.size() + static_cast<size_t>(accepted->max_tokens) <= 2048, "over max_model_len");
+  // The response objects for what was asked, with the prompt's ids standing in for output tokens.
+  tpserve::OpenAiResponseBuilder builder({.endpoint = endpoint, .id = "cmpl-1", .created = 1, .model = "tiny"},
+                                         &Model().tokenizer, parsed->logprobs, parsed->top_logprobs);
+  std::vector<tpserve::SampledToken> tokens;
+  for (int32_t id : accepted->prompt) tokens.push_back({.id = id, .logprob = -1.0f, .top = {{id, -1.0f}}});
+  const std::string text = parsed->generate.text();
+  CheckParses(builder.Chunk(text, tokens));
+  CheckParses(builder.FinishChunk("stop"));
+  CheckParses(builder.UsageChunk({1, 2}));
+  CheckParses(builder.Whole(text, tokens, "length", {1, 2}));
+  return 0;
+}
