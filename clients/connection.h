@@ -1,6 +1,7 @@
 // How the clients (client, loadgen, health) reach a server: plain or TLS (a CA to trust, and a
 // client certificate where the server asks for one), with the API key sent as
-// `authorization: Bearer KEY` on every call (the convention of OpenAI-style servers).
+// `authorization: Bearer KEY` on every call (the convention of OpenAI-style servers). loadgen's
+// --api openai reads the same flags for HTTPS (clients/openai_load_target.h).
 #pragma once
 
 #include <grpcpp/grpcpp.h>

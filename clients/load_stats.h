@@ -13,7 +13,7 @@ namespace tpserve {
 
 struct RequestRecord {
   bool ok = false;
-  std::string error_code;        // gRPC status name when !ok
+  std::string error_code;        // when !ok: the gRPC status name, or "HTTP 404: message"
   double ttft_s = 0;             // send -> first token
   double e2e_s = 0;              // send -> last message
   int output_tokens = 0;

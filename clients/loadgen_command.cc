@@ -1,12 +1,10 @@
-// `tpserve loadgen`: load-tests a running server over gRPC, closed loop (--concurrency) or open
-// loop (--rate, Poisson or bursty arrivals), and reports what vllm bench serve / genai-perf
-// report. Prompts are random token ids from the model's vocabulary unless a dataset is given;
-// output lengths are fixed through the server's ignore_eos / min_tokens.
-#include <grpcpp/grpcpp.h>
+// `tpserve loadgen`: load-tests a running server, closed loop (--concurrency) or open loop
+// (--rate, Poisson or bursty arrivals), and reports what vllm bench serve / genai-perf report.
+// It speaks tpserve's gRPC API or the OpenAI-compatible HTTP API (--api openai: tpserve's
+// --http-port, vLLM, SGLang), the same workload and statistics either way (clients/load_target.h).
+// Prompts are random token ids unless a dataset is given; output lengths are fixed through the
+// server's ignore_eos / min_tokens.
 #include <spdlog/spdlog.h>
-
-#include "clients/connection.h"
-#include "clients/grpc_code_name.h"
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -21,15 +19,21 @@
 #include <thread>
 
 #include "clients/arrival_schedule.h"
+#include "clients/connection.h"
+#include "clients/grpc_load_target.h"
 #include "clients/load_stats.h"
+#include "clients/openai_load_target.h"
 #include "common/status.h"
 #include "server/commands/commands.h"
-#include "tpserve/v1/tpserve.grpc.pb.h"
 
 namespace tpserve {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// OpenAI's API does not say the vocabulary size: random prompts draw below 9/10 of this, which
+// every Llama-2-or-later, Mistral, Qwen and GPT-2 vocabulary exceeds (--vocab-size overrides).
+constexpr int kOpenAiDefaultVocab = 32000;
 
 struct LengthRange {
   int low = 0, high = 0;
@@ -55,7 +59,11 @@ Result<LengthRange> ParseRange(const std::string& text, const char* flag) {
 }
 
 struct LoadgenOptions {
-  std::string server = "127.0.0.1:50051";
+  std::string api = "grpc";
+  std::string server;     // empty: the API's default
+  std::string model;      // --api openai; empty: the first of GET /v1/models
+  std::string endpoint = "completions";
+  int vocab_size = 0;     // random prompts draw below 9/10 of it; 0: gRPC asks, OpenAI uses 32000
   ConnectionOptions connection;
   int concurrency = 1;
   double rate = 0;        // > 0: open loop
@@ -79,55 +87,22 @@ struct Workload {
   int vocab = 0;
   uint64_t seed = 0;
 
-  v1::GenerateRequest Make(int index) const {
+  LoadRequest Make(int index) const {
     std::mt19937_64 random(seed * 1000003 + index);
-    v1::GenerateRequest request;
-    request.set_request_id("loadgen-" + std::to_string(index));
+    LoadRequest request;
+    request.id = "loadgen-" + std::to_string(index);
     if (!dataset.empty()) {
-      request.set_text(dataset[index % dataset.size()]);
+      request.prompt_text = dataset[index % dataset.size()];
     } else {
       const int n = prompt_len.Draw(random);
       // The top of the vocabulary is where special tokens live: draw below it.
       std::uniform_int_distribution<int> id(0, std::max(1, vocab * 9 / 10) - 1);
-      for (int i = 0; i < n; ++i) request.mutable_token_ids()->add_ids(id(random));
+      for (int i = 0; i < n; ++i) request.prompt_ids.push_back(id(random));
     }
-    const int out = output_len.Draw(random);
-    request.set_max_tokens(out);
-    request.set_min_tokens(out);
-    request.set_ignore_eos(true);
+    request.output_tokens = output_len.Draw(random);
     return request;
   }
 };
-
-RequestRecord RunOne(v1::TpServe::Stub& stub, const Connection& connection, const v1::GenerateRequest& request,
-                     double timeout_s) {
-  grpc::ClientContext context;
-  connection.Authorize(&context);
-  context.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1e3)));
-  RequestRecord record;
-  const auto start = Clock::now();
-  auto last = start;
-  auto reader = stub.Generate(&context, request);
-  v1::GenerateResponse response;
-  while (reader->Read(&response)) {
-    if (response.token_ids_size() == 0) continue;
-    const auto now = Clock::now();
-    if (record.output_tokens == 0) {
-      record.ttft_s = std::chrono::duration<double>(now - start).count();
-    } else {
-      record.itl_s.push_back(std::chrono::duration<double>(now - last).count());  // per message
-    }
-    record.output_tokens += response.token_ids_size();
-    last = now;
-  }
-  const grpc::Status status = reader->Finish();
-  record.e2e_s = std::chrono::duration<double>(Clock::now() - start).count();
-  record.ok = status.ok();
-  if (!status.ok()) {
-    record.error_code = GrpcCodeName(status.error_code());
-  }
-  return record;
-}
 
 double CpuSeconds() {
   rusage usage{};
@@ -162,8 +137,8 @@ class Progress {
   Clock::time_point start_, last_;
 };
 
-RunResult Run(v1::TpServe::Stub& stub, const Connection& connection, const Workload& workload, const LoadgenOptions& o, int concurrency) {
-  for (int i = 0; i < o.warmup; ++i) RunOne(stub, connection, workload.Make(-1 - i), 600);
+RunResult Run(LoadTarget& target, const Workload& workload, const LoadgenOptions& o, int concurrency) {
+  for (int i = 0; i < o.warmup; ++i) target.Send(workload.Make(-1 - i));
   std::vector<RequestRecord> records(o.requests);
   std::atomic<int> next{0}, done{0}, in_flight{0};
   std::mutex progress_mutex;
@@ -174,7 +149,7 @@ RunResult Run(v1::TpServe::Stub& stub, const Connection& connection, const Workl
                                          : Clock::time_point::max();
   auto run = [&](int index) {
     ++in_flight;
-    records[index] = RunOne(stub, connection, workload.Make(index), 600);
+    records[index] = target.Send(workload.Make(index));
     --in_flight;
     const int finished = ++done;
     std::lock_guard<std::mutex> lock(progress_mutex);
@@ -231,11 +206,12 @@ nlohmann::json ResultJson(const RunResult& r) {
           {"client_cpu_ms_per_token", r.client_cpu_ms_per_token}};
 }
 
-void PrintText(const RunResult& r, const Slo& slo) {
+void PrintText(const RunResult& r, const Slo& slo, const std::string& target) {
   const LoadReport& p = r.report;
   std::printf("============ tpserve loadgen (%s) ============\n",
               r.rate > 0 ? ("rate " + std::to_string(r.rate) + " req/s").c_str()
                          : ("concurrency " + std::to_string(r.concurrency)).c_str());
+  std::printf("%-40s %s\n", "Target:", target.c_str());
   std::printf("%-40s %zu\n%-40s %zu\n", "Successful requests:", p.completed, "Failed requests:", p.failed);
   for (const auto& [code, n] : p.errors) std::printf("  %-38s %zu\n", code.c_str(), n);
   std::printf("%-40s %.2f\n%-40s %.2f\n%-40s %.1f\n%-40s %zu\n", "Benchmark duration (s):", p.duration_s,
@@ -261,24 +237,43 @@ int Main(const LoadgenOptions& o) {
       return 2;
     }
   }
-  auto connection = Connection::Open(o.server, o.connection);
-  if (!connection.ok()) {
-    spdlog::error("loadgen: {}", connection.status().message());
-    return 2;
-  }
-  auto stub = v1::TpServe::NewStub(connection->channel());
-  v1::ModelInfoResponse info;
-  {
-    grpc::ClientContext context;
-    connection->Authorize(&context);
-    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
-    const grpc::Status status = stub->ModelInfo(&context, v1::ModelInfoRequest(), &info);
-    if (!status.ok()) {
-      spdlog::error("loadgen: cannot reach {}: {}", o.server, status.error_message());
-      return 1;
+  // The target, and the vocabulary random prompts draw from.
+  std::unique_ptr<LoadTarget> target;
+  std::string server = o.server, model;
+  int vocab = o.vocab_size;
+  if (o.api == "openai") {
+    if (server.empty()) server = "http://127.0.0.1:8000";
+    auto opened = OpenAiLoadTarget::Open({.url = server,
+                                          .model = o.model,
+                                          .route = o.endpoint == "chat" ? OpenAiRoute::kChatCompletions
+                                                                        : OpenAiRoute::kCompletions,
+                                          .connection = o.connection});
+    if (!opened.ok()) {
+      spdlog::error("loadgen: {}", opened.status().message());
+      return opened.status().code() == StatusCode::kUnavailable ? 1 : 2;
     }
+    model = (*opened)->model();
+    if (vocab == 0) vocab = kOpenAiDefaultVocab;
+    target = std::move(opened).value();
+  } else {
+    if (!o.model.empty() || o.endpoint != "completions") {
+      spdlog::error("loadgen: --model and --endpoint are for --api openai (gRPC serves one model)");
+      return 2;
+    }
+    if (server.empty()) server = "127.0.0.1:50051";
+    auto opened = GrpcLoadTarget::Open(server, o.connection);
+    if (!opened.ok()) {
+      spdlog::error("loadgen: {}", opened.status().message());
+      return opened.status().code() == StatusCode::kUnavailable ? 1 : 2;
+    }
+    if (vocab == 0) vocab = (*opened)->vocab_size();
+    target = std::move(opened).value();
   }
-  Workload workload{*prompt_len, *output_len, {}, info.vocab_size(), o.seed};
+  const std::string target_name =
+      o.api == "openai" ? "OpenAI " + server + " /v1/" + (o.endpoint == "chat" ? "chat/completions" : "completions") +
+                              ", model " + model
+                        : "gRPC " + server;
+  Workload workload{*prompt_len, *output_len, {}, vocab, o.seed};
   if (!o.dataset.empty()) {
     std::ifstream in(o.dataset);
     if (!in) {
@@ -311,19 +306,23 @@ int Main(const LoadgenOptions& o) {
   std::vector<LoadReport> reports;
   std::vector<std::string> labels;
   for (int level : levels) {
-    RunResult result = Run(*stub, *connection, workload, o, level);
+    RunResult result = Run(*target, workload, o, level);
     reports.push_back(result.report);
     labels.push_back(o.rate > 0 ? "rate " + std::to_string(o.rate) : "c=" + std::to_string(level));
     if (o.json) {
       runs.push_back(ResultJson(result));
     } else {
-      PrintText(result, o.slo);
+      PrintText(result, o.slo, target_name);
     }
   }
   if (o.json) {
-    nlohmann::json out = {{"server", o.server}, {"model_vocab_size", info.vocab_size()},
+    nlohmann::json out = {{"api", o.api}, {"server", server}, {"model_vocab_size", vocab},
                           {"slo", {{"ttft_ms", o.slo.ttft_ms}, {"tpot_ms", o.slo.tpot_ms}}},
                           {"runs", runs}};
+    if (o.api == "openai") {
+      out["model"] = model;
+      out["endpoint"] = o.endpoint;
+    }
     std::printf("%s\n", out.dump().c_str());
   }
   return WritePlotIfAsked("loadgen", o.plot, [&] { return RenderSvg(LoadCurveChart(reports, labels)); });
@@ -335,9 +334,26 @@ void AddLoadgenCommand(CLI::App& app, CommandAction* action) {
   auto o = std::make_shared<LoadgenOptions>();
   CLI::App* cmd = app.add_subcommand(
       "loadgen",
-      "Load-test a running tpserve server: closed loop (--concurrency) or open loop (--rate,\n"
-      "Poisson arrivals); reports throughput, TTFT / TPOT / ITL / E2E percentiles and goodput.");
-  cmd->add_option("--server", o->server, "Server address host:port")->capture_default_str();
+      "Load-test a running server: closed loop (--concurrency) or open loop (--rate, Poisson\n"
+      "arrivals); reports throughput, TTFT / TPOT / ITL / E2E percentiles and goodput. Over tpserve's\n"
+      "gRPC API, or with --api openai over the OpenAI-compatible HTTP API of tpserve (--http-port),\n"
+      "vLLM or SGLang: streamed requests, TTFT at the first chunk with text, the output token count\n"
+      "from the final usage chunk (else one per text chunk), lengths fixed via ignore_eos/min_tokens.");
+  cmd->add_option("--api", o->api, "grpc, or openai (an OpenAI-compatible HTTP server)")
+      ->check(CLI::IsMember({"grpc", "openai"}))
+      ->capture_default_str();
+  cmd->add_option("--server", o->server,
+                  "gRPC: HOST:PORT (default 127.0.0.1:50051); openai: http(s)://HOST:PORT[/prefix] "
+                  "(default http://127.0.0.1:8000)");
+  cmd->add_option("--model", o->model, "openai: the model to ask for (default: the first of GET /v1/models)");
+  cmd->add_option("--endpoint", o->endpoint,
+                  "openai: completions (/v1/completions, random prompts as token ids) or chat "
+                  "(/v1/chat/completions, the prompt as one user message; random prompts as words)")
+      ->check(CLI::IsMember({"completions", "chat"}))
+      ->capture_default_str();
+  cmd->add_option("--vocab-size", o->vocab_size,
+                  "Random prompts draw token ids below 9/10 of this (default: gRPC asks the server; openai 32000)")
+      ->check(CLI::NonNegativeNumber);
   AddConnectionFlags(cmd, &o->connection);
   cmd->add_option("--concurrency", o->concurrency, "Closed loop: requests in flight")->check(CLI::PositiveNumber)->capture_default_str();
   cmd->add_option("--rate", o->rate, "Open loop: requests per second (Poisson arrivals)");
