@@ -7,7 +7,7 @@ selector loop that only counts events) and, once every stream has received conte
 /health again while all of them stream. Prints both medians and maxima, the streams that were
 active during the probes, and the tokens/s the streams received.
 
-    benchmarks/http_streams.py [--tpserve build/server/tpserve] [--streams 256] [--tokens 64]
+    benchmarks/http_streams.py [--tpserve build/server/tpserve] [--streams 256] [--tokens 400]
 """
 import argparse
 import http.client
@@ -24,7 +24,7 @@ parser = argparse.ArgumentParser()
 parser.add_argument("--tpserve", default="build/server/tpserve")
 parser.add_argument("--model", default="tiny", help="a known model name (dummy weights)")
 parser.add_argument("--streams", type=int, default=256)
-parser.add_argument("--tokens", type=int, default=64, help="max_tokens of each stream (ignore_eos)")
+parser.add_argument("--tokens", type=int, default=400, help="max_tokens of each stream (ignore_eos)")
 parser.add_argument("--probes", type=int, default=40)
 parser.add_argument("--threads", type=int, default=2, help="the server's compute threads")
 parser.add_argument("--json", action="store_true")

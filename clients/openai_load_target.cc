@@ -69,15 +69,17 @@ std::unique_ptr<httplib::Client> OpenAiLoadTarget::NewClient() const {
   return client;
 }
 
-std::unique_ptr<httplib::Client> OpenAiLoadTarget::Acquire() {
+std::unique_ptr<httplib::Client> OpenAiLoadTarget::Acquire(bool* reused) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (!idle_.empty()) {
       auto client = std::move(idle_.back());
       idle_.pop_back();
+      *reused = true;
       return client;
     }
   }
+  *reused = false;
   return NewClient();
 }
 
@@ -87,7 +89,24 @@ void OpenAiLoadTarget::Release(std::unique_ptr<httplib::Client> client) {
 }
 
 RequestRecord OpenAiLoadTarget::Send(const LoadRequest& load) {
-  std::unique_ptr<httplib::Client> client = Acquire();
+  bool reused = false;
+  std::unique_ptr<httplib::Client> client = Acquire(&reused);
+  // A kept-alive connection the server closed while it sat in the pool fails before any byte of
+  // the response (the race every HTTP client has): then the request goes once more on a new
+  // connection, as browsers and urllib3 do. Nothing was generated for it.
+  for (;;) {
+    std::optional<RequestRecord> record = SendOn(*client, load, /*retry_if_stale=*/reused);
+    if (record) {
+      Release(std::move(client));
+      return std::move(record).value();
+    }
+    client = NewClient();
+    reused = false;
+  }
+}
+
+std::optional<RequestRecord> OpenAiLoadTarget::SendOn(httplib::Client& client, const LoadRequest& load,
+                                                      bool retry_if_stale) {
   httplib::Request request;
   request.method = "POST";
   request.path = url_.prefix + (route_ == OpenAiRoute::kCompletions ? "/v1/completions" : "/v1/chat/completions");
@@ -138,7 +157,8 @@ RequestRecord OpenAiLoadTarget::Send(const LoadRequest& load) {
   };
   httplib::Response response;
   httplib::Error error = httplib::Error::Success;
-  const bool sent = client->send(request, response, error);
+  const bool sent = client.send(request, response, error);
+  if (!sent && status == 0 && retry_if_stale && error == httplib::Error::Read) return std::nullopt;
 
   std::string failure;
   if (!stream_error.empty()) {
@@ -152,9 +172,7 @@ RequestRecord OpenAiLoadTarget::Send(const LoadRequest& load) {
   } else if (!done) {
     failure = "stream: ended before data: [DONE]";
   }
-  RequestRecord record = timer.Finish(std::move(failure), reported);
-  Release(std::move(client));
-  return record;
+  return timer.Finish(std::move(failure), reported);
 }
 
 }  // namespace tpserve

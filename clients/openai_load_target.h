@@ -7,6 +7,7 @@
 
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -40,7 +41,11 @@ class OpenAiLoadTarget : public LoadTarget {
   OpenAiLoadTarget() = default;
   std::unique_ptr<httplib::Client> NewClient() const;
   // A connection for one request: an idle one, or a new one.
-  std::unique_ptr<httplib::Client> Acquire();
+  // One attempt on `client`; nullopt when `retry_if_stale` and the connection failed before any
+  // byte of the response (a kept-alive connection the server had closed).
+  std::optional<RequestRecord> SendOn(httplib::Client& client, const LoadRequest& load, bool retry_if_stale);
+  // A pooled keep-alive connection (`*reused` true) or a new one.
+  std::unique_ptr<httplib::Client> Acquire(bool* reused);
   void Release(std::unique_ptr<httplib::Client> client);
 
   OpenAiServerUrl url_;
