@@ -5,9 +5,9 @@
 #include <cstdint>
 #include <string_view>
 
-#include "model/model_directory.h"
 #include "server/grpc_service.h"
 #include "server/request_wire.h"
+#include "tests/fuzz/fuzz_tiny_model.h"
 #include "tests/fuzz/fuzz_util.h"
 
 namespace {
@@ -15,21 +15,9 @@ namespace {
 constexpr size_t kMaxRequestBytes = 1 << 16;
 
 const tpserve::TpServeService& Service() {
-  static tpserve::ModelDirectory* model = [] {
-    tpserve::ModelSource source;
-    source.model = "tiny";
-    source.load_format = "dummy";
-    source.assets_dir = TPSERVE_FUZZ_ASSETS_DIR;
-    auto opened = tpserve::OpenModel(source);
-    if (!opened.ok()) {
-      std::fprintf(stderr, "cannot open the tiny dummy model: %s\n", opened.status().ToString().c_str());
-      std::abort();
-    }
-    return new tpserve::ModelDirectory(std::move(opened).value());
-  }();
   static tpserve::EngineLoopOptions loop_options;
   static tpserve::ServiceLimits limits{.max_model_len = 2048, .max_request_bytes = kMaxRequestBytes};
-  static tpserve::TpServeService service(model, nullptr, nullptr, nullptr, loop_options, limits);
+  static tpserve::TpServeService service(&tpserve::FuzzTinyModel(), nullptr, nullptr, nullptr, loop_options, limits);
   return service;
 }
 

@@ -7,34 +7,18 @@
 #include <cstdint>
 #include <string_view>
 
-#include "model/model_directory.h"
 #include "server/grpc_service.h"
 #include "server/http/openai_request.h"
 #include "server/http/openai_response.h"
+#include "tests/fuzz/fuzz_tiny_model.h"
 #include "tests/fuzz/fuzz_util.h"
 
 namespace {
 
-const tpserve::ModelDirectory& Model() {
-  static tpserve::ModelDirectory* model = [] {
-    tpserve::ModelSource source;
-    source.model = "tiny";
-    source.load_format = "dummy";
-    source.assets_dir = TPSERVE_FUZZ_ASSETS_DIR;
-    auto opened = tpserve::OpenModel(source);
-    if (!opened.ok()) {
-      std::fprintf(stderr, "cannot open the tiny dummy model: %s\n", opened.status().ToString().c_str());
-      std::abort();
-    }
-    return new tpserve::ModelDirectory(std::move(opened).value());
-  }();
-  return *model;
-}
-
 const tpserve::TpServeService& Service() {
   static tpserve::EngineLoopOptions loop_options;
   static tpserve::ServiceLimits limits{.max_model_len = 2048};
-  static tpserve::TpServeService service(&Model(), nullptr, nullptr, nullptr, loop_options, limits);
+  static tpserve::TpServeService service(&tpserve::FuzzTinyModel(), nullptr, nullptr, nullptr, loop_options, limits);
   return service;
 }
 
@@ -69,7 +53,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   FUZZ_CHECK(accepted->prompt.size() + static_cast<size_t>(accepted->max_tokens) <= 2048, "over max_model_len");
   // The response objects for what was asked, with the prompt's ids standing in for output tokens.
   tpserve::OpenAiResponseBuilder builder({.endpoint = endpoint, .id = "cmpl-1", .created = 1, .model = "tiny"},
-                                         &Model().tokenizer, parsed->logprobs, parsed->top_logprobs);
+                                         &tpserve::FuzzTinyModel().tokenizer, parsed->logprobs, parsed->top_logprobs);
   std::vector<tpserve::SampledToken> tokens;
   for (int32_t id : accepted->prompt) tokens.push_back({.id = id, .logprob = -1.0f, .top = {{id, -1.0f}}});
   const std::string text = parsed->generate.text();
