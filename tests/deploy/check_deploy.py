@@ -5,8 +5,9 @@ and the Dockerfiles' inputs. No cluster, no image build.
   check_deploy.py [--tpserve BINARY] [--repo DIR]
 
 With --tpserve, every flag the manifests pass must be one `tpserve serve --help` lists, and the
-images' ports must be serve's defaults. Prints one line per failure and "deploy: all passed" when
-there is none.
+images' ports must be serve's defaults. The OpenAI-compatible HTTP API has no default port (it is off
+unless --http-port is given): deploy/ serves it on HTTP_PORT everywhere. Prints one line per failure
+and "deploy: all passed" when there is none.
 """
 import argparse
 import pathlib
@@ -24,6 +25,10 @@ LWS_VARIABLES = ("LWS_LEADER_ADDRESS", "LWS_GROUP_SIZE", "LWS_WORKER_INDEX")
 NAMED_BY_TESTS_ONLY = {"scripts", "deploy"}
 # The membership flags: given, they win over the LeaderWorkerSet variables.
 MEMBERSHIP_FLAGS = ("--nnodes", "--node-rank", "--rendezvous")
+# The HTTP API's port in deploy/ (vLLM's default): the images EXPOSE it, the serving pods pass it as
+# --http-port and name it 'http', the Services publish it, and docs/DEPLOY.md sends OpenAI clients to
+# http://SERVICE:8000/v1.
+HTTP_PORT = 8000
 
 failures = []
 
@@ -177,11 +182,15 @@ def check_server_pod(pod_spec, pod_meta, configmaps, facts, where, role):
     ports = {p.get("name"): p.get("containerPort") for p in container.get("ports", [])}
     grpc_port = int(flags.get("--port") or facts["defaults"].get("--port", 50051))
     metrics_port = int(flags.get("--metrics-port") or facts["defaults"].get("--metrics-port", 9090))
+    http_port = None
     if role == "worker":
-        # A follower serves nothing: a health probe would fail for ever.
+        # A follower serves nothing: a health probe would fail for ever. It may carry the leader's
+        # --http-port (its args must equal the leader's): it starts no front end, so binds nothing.
         for kind in ("startup", "readiness", "liveness"):
             if f"{kind}Probe" in container:
                 fail(where, f"a worker has no gRPC server to answer its {kind}Probe")
+        if "http" in ports:
+            fail(where, f"a worker declares container port 'http' {ports['http']}, but serves no HTTP API")
     else:
         if flags.get("--host") != "0.0.0.0":
             fail(where, f"--host is {flags.get('--host')!r}: the Service cannot reach a loopback listener")
@@ -191,10 +200,37 @@ def check_server_pod(pod_spec, pod_meta, configmaps, facts, where, role):
             check_probe(container.get(f"{kind}Probe"), kind, grpc_port, where)
         if ports.get("grpc") != grpc_port or ports.get("metrics") != metrics_port:
             fail(where, f"container ports {ports} do not name grpc {grpc_port} and metrics {metrics_port}")
+        http_port = check_http(flags, ports, (grpc_port, metrics_port), where)
         annotations = (pod_meta or {}).get("annotations", {})
         if annotations.get("prometheus.io/scrape") != "true" or annotations.get("prometheus.io/port") != str(metrics_port):
             fail(where, f"the pod's prometheus.io annotations do not point at the metrics port {metrics_port}")
-    return {"flags": flags, "args": args, "gpus": gpus, "ports": ports, "container": container}
+    return {"flags": flags, "args": args, "gpus": gpus, "ports": ports, "container": container, "http_port": http_port}
+
+
+def check_http(flags, ports, other_ports, where):
+    """The OpenAI-compatible HTTP API of a serving pod: --http-port given, fixed, the container port
+    'http', and a model name clients can know. Returns the port (None when unusable)."""
+    if "--http-port" not in flags:
+        fail(where, "no --http-port: the OpenAI-compatible HTTP API is off (serve has no default port)")
+        return None
+    value = flags["--http-port"]
+    if value is None or not value.isdigit():
+        fail(where, f"--http-port {value!r} is not a port number")
+        return None
+    port = int(value)
+    if port == 0:
+        fail(where, "--http-port 0 picks a free port, which no container port or Service can name")
+        return None
+    if port != HTTP_PORT:
+        fail(where, f"--http-port {port} is not deploy/'s HTTP port {HTTP_PORT} (the images EXPOSE it, the docs "
+                    "send clients to it)")
+    if port in other_ports:
+        fail(where, f"--http-port {port} is also the gRPC or metrics port")
+    if ports.get("http") != port:
+        fail(where, f"container port 'http' is {ports.get('http')}, not --http-port {port}")
+    if not flags.get("--served-model-name"):
+        fail(where, "no --served-model-name: clients would have to send the model directory's name")
+    return port
 
 
 def check_deployment(doc, configmaps, facts, where):
@@ -212,7 +248,8 @@ def check_deployment(doc, configmaps, facts, where):
         for name in MEMBERSHIP_FLAGS:
             if name in server["flags"]:
                 fail(where, f"{name} in a single-process Deployment")
-    return {"labels": labels, "ports": server["ports"] if server else {}}
+    return {"labels": labels, "ports": server["ports"] if server else {},
+            "http_port": server["http_port"] if server else None}
 
 
 def check_leaderworkerset(doc, configmaps, facts, where):
@@ -268,7 +305,8 @@ def check_leaderworkerset(doc, configmaps, facts, where):
         fail(where, "leader and worker args differ: the members' fingerprints (TP, timeouts, ...) must match")
     leader_labels = {"leaderworkerset.sigs.k8s.io/name": doc["metadata"]["name"],
                      "leaderworkerset.sigs.k8s.io/worker-index": "0"}
-    return {"labels": leader_labels, "ports": pods.get("leader", {}).get("ports", {})}
+    return {"labels": leader_labels, "ports": pods.get("leader", {}).get("ports", {}),
+            "http_port": pods.get("leader", {}).get("http_port")}
 
 
 def check_service(doc, workloads, where):
@@ -282,8 +320,17 @@ def check_service(doc, workloads, where):
         if isinstance(target_port, str) and target_port not in target["ports"]:
             fail(where, f"targetPort '{target_port}' is not a named port of the pod ({sorted(target['ports'])})")
     names = {p.get("name") for p in doc["spec"].get("ports", [])}
-    if not {"grpc", "metrics"} <= names:
-        fail(where, f"ports {sorted(names)}: expected grpc and metrics")
+    if not {"grpc", "metrics", "http"} <= names:
+        fail(where, f"ports {sorted(names)}: expected grpc, metrics and http")
+    http = next((p for p in doc["spec"].get("ports", []) if p.get("name") == "http"), None)
+    if http is not None:
+        target_port = http.get("targetPort", http.get("port"))
+        resolved = target["ports"].get(target_port) if isinstance(target_port, str) else target_port
+        if target["http_port"] is not None and resolved != target["http_port"]:
+            fail(where, f"port http's targetPort {target_port!r} is {resolved}, not the pod's --http-port "
+                        f"{target['http_port']}")
+        if http.get("port") != HTTP_PORT:
+            fail(where, f"port http is {http.get('port')}, not {HTTP_PORT} (clients use http://SERVICE:{HTTP_PORT}/v1)")
 
 
 def check_kubernetes(facts):
@@ -409,7 +456,7 @@ def check_dockerfile(path, facts):
         fail(where, "the runtime's ENTRYPOINT is not tpserve")
     exposed = {int(p) for p in ops.get("EXPOSE", "").split()}
     wanted = {int(facts["defaults"].get("--port", 50051)), int(facts["defaults"].get("--metrics-port", 9090)),
-              facts["rendezvous_port"]}
+              facts["rendezvous_port"], HTTP_PORT}
     if not wanted <= exposed:
         fail(where, f"EXPOSE {sorted(exposed)} lacks {sorted(wanted - exposed)}")
     target = re.search(r'"--target", "[^"]*:(\d+)"', health)

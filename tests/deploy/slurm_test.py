@@ -6,8 +6,9 @@ list; `srun` runs the command once per node with SLURM_NODEID / SLURMD_NODENAME 
 with --ntasks-per-node=1, and records its own flags; `getent ahostsv4` and `ip -4 -o route get` /
 `ip -4 -o addr show dev` answer from a table of node addresses; the stand-in tpserve records its
 arguments. Checked: every node gets --nnodes N, its own --node-rank, the first node's rendezvous, its
-own address as --bind-address, --tp N x GPUs per node, and the user's flags unchanged; the flags the
-script derives are refused.
+own address as --bind-address, --tp N x GPUs per node, --http-port from TPSERVE_HTTP_PORT (8000 by
+default, none when it is empty), and the user's flags unchanged; the flags the script derives are
+refused.
 
   slurm_test.py [SBATCH_SCRIPT]
 """
@@ -144,7 +145,8 @@ with tempfile.TemporaryDirectory(prefix="tpserve-slurm-") as tmp:
     check(sorted(members) == [0, 1, 2], f"members that ran: {sorted(members)}")
     check("--ntasks-per-node=1" in srun_flags and "--kill-on-bad-exit=1" in srun_flags and "--ntasks=3" in srun_flags,
           f"srun flags: {srun_flags}")
-    check("3 node(s) (gpu-a07 gpu-a08 gpu-b01), rendezvous gpu-a07:29500, tp 24" in result.stdout,
+    check("3 node(s) (gpu-a07 gpu-a08 gpu-b01), rendezvous gpu-a07:29500, tp 24 (8 per node), http 8000"
+          in result.stdout,
           f"the job log: {result.stdout!r}")
     for rank, member in sorted(members.items()):
         args = member["args"]
@@ -156,24 +158,43 @@ with tempfile.TemporaryDirectory(prefix="tpserve-slurm-") as tmp:
         check(flag(args, "--bind-address") == ADDRESSES[NODES[rank]],
               f"member {rank}: --bind-address {flag(args, '--bind-address')}")
         check(flag(args, "--tp") == "24", f"member {rank}: --tp {flag(args, '--tp')}")
+        # Every member: a follower ignores it (it starts no front end), and the args stay alike.
+        check(flag(args, "--http-port") == "8000", f"member {rank}: --http-port {flag(args, '--http-port')}")
         check(args[-len(user_args):] == user_args, f"member {rank}: the user's flags became {args[-len(user_args):]}")
         check(member["nccl_debug"] == "INFO", f"member {rank}: NCCL_DEBUG {member['nccl_debug']}")
 
     # An interface by name, another port and 4 GPUs per node.
     result, members, _ = run_job(work, ["--model", "/m"], {"TPSERVE_BIND_INTERFACE": "ib0", "TPSERVE_RENDEZVOUS_PORT": "31000",
-                                                           "TPSERVE_GPUS_PER_NODE": "4"})
+                                                           "TPSERVE_GPUS_PER_NODE": "4", "TPSERVE_HTTP_PORT": "8080"})
     check(result.returncode == 0, f"the ib0 job failed: {result.stderr}")
     for rank, member in sorted(members.items()):
         check(flag(member["args"], "--bind-address") == IB_ADDRESSES[NODES[rank]],
               f"ib0 member {rank}: --bind-address {flag(member['args'], '--bind-address')}")
         check(flag(member["args"], "--rendezvous") == "gpu-a07:31000", f"ib0 member {rank}: rendezvous")
         check(flag(member["args"], "--tp") == "12", f"ib0 member {rank}: --tp {flag(member['args'], '--tp')}")
+        check(flag(member["args"], "--http-port") == "8080", f"ib0 member {rank}: --http-port")
+
+    # TPSERVE_HTTP_PORT set but empty: no HTTP API.
+    result, members, _ = run_job(work, ["--model", "/m"], {"TPSERVE_HTTP_PORT": ""})
+    check(result.returncode == 0 and sorted(members) == [0, 1, 2] and "http off" in result.stdout,
+          f"the job without HTTP: status {result.returncode}, {result.stdout!r} {result.stderr!r}")
+    for rank, member in sorted(members.items()):
+        check("--http-port" not in member["args"], f"no-HTTP member {rank}: {member['args']}")
+
+    # A port that is not a number is refused before anything runs.
+    result, members, _ = run_job(work, ["--model", "/m"], {"TPSERVE_HTTP_PORT": "http"})
+    check(result.returncode == 2 and not members and "not a port number" in result.stderr,
+          f"TPSERVE_HTTP_PORT=http: status {result.returncode}, members {sorted(members)}, {result.stderr!r}")
 
     # The flags the allocation decides are refused before anything runs.
     for refused in (["--tp", "8"], ["--tp=8"], ["--nnodes", "2"], ["--node-rank=1"], ["--rendezvous", "h:1"],
                     ["--bind-address", "10.0.0.1"]):
         result, members, _ = run_job(work, ["--model", "/m", *refused])
         check(result.returncode == 2 and not members and "comes from the allocation" in result.stderr,
+              f"{refused}: status {result.returncode}, members {sorted(members)}, {result.stderr!r}")
+    for refused in (["--http-port", "9000"], ["--http-port=9000"]):
+        result, members, _ = run_job(work, ["--model", "/m", *refused])
+        check(result.returncode == 2 and not members and "comes from TPSERVE_HTTP_PORT" in result.stderr,
               f"{refused}: status {result.returncode}, members {sorted(members)}, {result.stderr!r}")
 
     # A member that fails fails the job.
