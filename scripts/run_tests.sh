@@ -54,7 +54,7 @@ for stage in "${STAGES[@]}"; do
       export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1
       export LSAN_OPTIONS="suppressions=$REPO/scripts/lsan.supp:print_suppressions=0"
       run_ctest 300 --test-dir build-asan -L "unit|integration" -LE slow --output-on-failure -j2
-      run_ctest 7 --test-dir build-asan -L fuzz --output-on-failure -j2
+      run_ctest 10 --test-dir build-asan -L fuzz --output-on-failure -j2
       unset ASAN_OPTIONS UBSAN_OPTIONS LSAN_OPTIONS
       ;;
     tsan)

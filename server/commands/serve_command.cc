@@ -144,6 +144,7 @@ int Run(const ServeOptions& options) {
     chat_template = std::move(chosen).value();
     if (!chat_template) spdlog::warn("serve: the model has no chat template: /v1/chat/completions answers 400");
     http = std::make_unique<HttpApi>(&*model, chat_template ? &*chat_template : nullptr, &loop, &service, &*access,
+                                     &metrics,
                                      HttpApiOptions{.host = options.host,
                                                     .port = *options.http_port,
                                                     .served_model_name = ServedModelName(options),

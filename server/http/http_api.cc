@@ -92,9 +92,15 @@ struct HttpApi::Stream {
 };
 
 HttpApi::HttpApi(const ModelDirectory* model, const ChatTemplate* chat, EngineLoop* loop,
-                 const TpServeService* service, const AccessControl* access, HttpApiOptions options)
-    : model_(model), chat_(chat), loop_(loop), service_(service), access_(access), options_(std::move(options)),
-      started_at_(UnixSeconds()) {}
+                 const TpServeService* service, const AccessControl* access, ServerMetrics* metrics,
+                 HttpApiOptions options)
+    : model_(model), chat_(chat), loop_(loop), service_(service), access_(access), metrics_(metrics),
+      options_(std::move(options)), started_at_(UnixSeconds()) {}
+
+void HttpApi::Refuse(httplib::Response& response, const Status& status) const {
+  if (metrics_ != nullptr) metrics_->CountError(std::string(StatusCodeName(status.code())));
+  SendError(response, status);
+}
 
 HttpApi::~HttpApi() { Stop(); }
 
@@ -213,19 +219,19 @@ Status HttpApi::RenderChat(OpenAiRequest* request) const {
 }
 
 void HttpApi::HandleGeneration(OpenAiEndpoint endpoint, const httplib::Request& request, httplib::Response& response) {
-  if (Status admitted = Admit(request); !admitted.ok()) return SendError(response, admitted);
+  if (Status admitted = Admit(request); !admitted.ok()) return Refuse(response, admitted);
   auto parsed = ParseOpenAiRequest(endpoint, request.body);
-  if (!parsed.ok()) return SendError(response, parsed.status());
+  if (!parsed.ok()) return Refuse(response, parsed.status());
   OpenAiRequest& r = *parsed;
   if (!r.model.empty() && r.model != options_.served_model_name) {
-    return SendError(response, NotFound("model: '" + r.model + "' is not served here (" +
+    return Refuse(response, NotFound("model: '" + r.model + "' is not served here (" +
                                         options_.served_model_name + " is)"));
   }
   if (endpoint == OpenAiEndpoint::kChatCompletions) {
-    if (Status rendered = RenderChat(&r); !rendered.ok()) return SendError(response, rendered);
+    if (Status rendered = RenderChat(&r); !rendered.ok()) return Refuse(response, rendered);
   }
   auto serve_request = service_->Validate(r.generate);
-  if (!serve_request.ok()) return SendError(response, serve_request.status());
+  if (!serve_request.ok()) return Refuse(response, serve_request.status());
 
   const bool chat = endpoint == OpenAiEndpoint::kChatCompletions;
   const uint64_t n = next_id_.fetch_add(1) + 1;
@@ -244,7 +250,7 @@ void HttpApi::HandleGeneration(OpenAiEndpoint endpoint, const httplib::Request& 
       .logprobs = r.logprobs});
   serve_request->sink = stream->generation;
   auto id = loop_->Submit(std::move(serve_request).value());
-  if (!id.ok()) return SendError(response, id.status());
+  if (!id.ok()) return Refuse(response, id.status());
   stream->engine_id = *id;
   if (r.stream) {
     response.set_header("Cache-Control", "no-cache");

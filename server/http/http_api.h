@@ -45,8 +45,9 @@ struct HttpApiOptions {
 class HttpApi {
  public:
   // `chat`: the model's chat template (nullptr: /v1/chat/completions answers 400).
+  // `metrics`: refusals are counted in tpserve_request_errors_total as gRPC's are (by status name).
   HttpApi(const ModelDirectory* model, const ChatTemplate* chat, EngineLoop* loop, const TpServeService* service,
-          const AccessControl* access, HttpApiOptions options);
+          const AccessControl* access, ServerMetrics* metrics, HttpApiOptions options);
   ~HttpApi();
 
   // Binds and serves on a thread of its own; returns the port.
@@ -61,6 +62,8 @@ class HttpApi {
   // 401 / 503 before a request is read, or Ok.
   Status Admit(const httplib::Request& request) const;
   void HandleGeneration(OpenAiEndpoint endpoint, const httplib::Request& request, httplib::Response& response);
+  // A refused generation request: counted, and answered with OpenAI's error object.
+  void Refuse(httplib::Response& response, const Status& status) const;
   // The chat messages rendered by the template and tokenized, into request->generate.
   Status RenderChat(OpenAiRequest* request) const;
   void Models(const httplib::Request& request, httplib::Response& response) const;
@@ -71,6 +74,7 @@ class HttpApi {
   EngineLoop* loop_;
   const TpServeService* service_;
   const AccessControl* access_;
+  ServerMetrics* metrics_;
   HttpApiOptions options_;
   int64_t started_at_ = 0;  // unix seconds, the models' `created`
   std::atomic<bool> draining_{false};

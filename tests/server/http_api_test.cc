@@ -307,8 +307,17 @@ TEST_F(HttpApiTest, BadRequestsFailAloneWithOpenAiErrors) {
        "presence_penalty"},
       {"/v1/nothing", "{}", 404, ""},
   };
+  auto invalid_argument_count = [&] {
+    const HttpResult metrics = Get(server_->metrics_port(), "/metrics");
+    const std::string key = "tpserve_request_errors_total{code=\"INVALID_ARGUMENT\"} ";
+    const size_t at = metrics.body.find(key);
+    return at == std::string::npos ? 0 : std::stoi(metrics.body.substr(at + key.size()));
+  };
+  const int refused_before = invalid_argument_count();
+  int refusals = 0;
   for (const Case& c : cases) {
     SCOPED_TRACE(c.path + " " + c.body);
+    refusals += c.status == 400 ? 1 : 0;
     const HttpResult result = Post(port(), c.path, c.body);
     EXPECT_EQ(result.status, c.status) << result.body;
     const json error = json::parse(result.body, nullptr, false);
@@ -317,6 +326,8 @@ TEST_F(HttpApiTest, BadRequestsFailAloneWithOpenAiErrors) {
     EXPECT_EQ(error["error"]["type"], c.status == 400 || c.status == 404 ? "invalid_request_error" : "");
     EXPECT_EQ(error["error"]["param"], c.param.empty() ? json(nullptr) : json(c.param));
   }
+  // Counted with gRPC's refusals, by status name.
+  EXPECT_EQ(invalid_argument_count() - refused_before, refusals);
   // A body over --max-request-bytes (1 MiB by default) is refused before it is parsed.
   const HttpResult huge = Post(port(), "/v1/completions", R"({"prompt": ")" + std::string(2 << 20, 'a') + "\"}");
   EXPECT_EQ(huge.status, 413);
@@ -379,10 +390,21 @@ bool ServerCloses(int fd) {
   }
 }
 
+// The server's thread count (/proc/PID/status).
+int Threads(pid_t pid) {
+  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+  for (std::string line; std::getline(status, line);) {
+    if (line.rfind("Threads:", 0) == 0) return std::stoi(line.substr(8));
+  }
+  return -1;
+}
+
 TEST(HttpApiClients, SlowAndIdleClientsAreCutOffWhileHealthAnswers) {
   ServerProcess server;
   ASSERT_TRUE(server.Start(ServeArgs({"--http-timeout-s", "1", "--http-threads", "64"}))) << server.log();
   const int port = server.http_port();
+  EXPECT_EQ(Post(port, "/v1/completions", R"({"prompt": "Hi", "max_tokens": 2})").status, 200);
+  const int threads_before = Threads(server.pid());
   // Slow loris: headers that never end; a body that never arrives.
   const int headers = Connect(port);
   const std::string partial = "POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n";
@@ -403,6 +425,8 @@ TEST(HttpApiClients, SlowAndIdleClientsAreCutOffWhileHealthAnswers) {
   close(headers);
   close(body);
   EXPECT_EQ(Post(port, "/v1/completions", R"({"prompt": "Hi", "max_tokens": 2})").status, 200);
+  // Each of the 42 cut-off connections had a thread; none may remain (gRPC's own pool may move a few).
+  EXPECT_LT(Threads(server.pid()), threads_before + 8) << "threads leaked by the cut-off connections";
   EXPECT_EQ(server.Stop(), 0) << server.log();
 }
 
