@@ -215,7 +215,7 @@ TEST_F(HttpApiTest, CompletionLogprobsAreTheChosenTokensAndTheirAlternatives) {
     EXPECT_TRUE(top.contains(lp["tokens"][i].get<std::string>())) << top;
     EXPECT_LE(best, 0.0);
   }
-  EXPECT_EQ(joined, choice["text"]);
+  EXPECT_EQ(joined, choice["text"].get<std::string>());
 }
 
 TEST_F(HttpApiTest, ChatRendersTheModelsTemplateAndStreamsChunks) {
