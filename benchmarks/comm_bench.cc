@@ -9,6 +9,7 @@
 
 #include "benchmarks/comm_bench_values.h"
 #include "benchmarks/comm_peer.h"
+#include "comm/allreduce_choice.h"
 #include "comm/in_process_communicator.h"
 #include "kernels/cuda_module.h"
 #include "model/cuda_backend.h"
@@ -149,14 +150,34 @@ Result<std::pair<double, size_t>> Measure(const CommBenchOptions& o, Collective 
   return std::make_pair(seconds, total_wrong);
 }
 
-bool IsDeviceBackend(const std::string& backend) { return backend == "nccl" || backend == "rank-order"; }
+bool IsDeviceBackend(const std::string& backend) {
+  return backend == "nccl" || backend == "rank-order" || backend == "oneshot";
+}
 
 // The sweep's points on a device backend, one module call for all of them.
-Result<DeviceCommBenchReply> MeasureOnDevice(const CommBenchOptions& o, Collective c, const std::vector<size_t>& counts) {
+Result<DeviceCommBenchReply> MeasureOnDevice(const CommBenchOptions& o, const std::string& backend, Collective c,
+                                             const std::vector<size_t>& counts) {
   ASSIGN_OR_RETURN(CudaProbe probe, ProbeCudaBackend());
-  DeviceCommBenchRequest request{.backend = o.backend, .all_gather = c == Collective::kAllGather, .ranks = o.ranks,
+  DeviceCommBenchRequest request{.backend = backend, .all_gather = c == Collective::kAllGather, .ranks = o.ranks,
                                  .counts = counts, .iters = o.iters, .warmup = o.warmup, .check = o.check != 0};
   return RunDeviceCommBench(probe.module_path, request);
+}
+
+// --allreduce-table: NCCL at the same sizes (one GPU per rank), as the report's peer, and the
+// table of which wins where.
+Status CompareWithNccl(const CommBenchOptions& o, const std::vector<size_t>& counts, CommBenchReport* report) {
+  ASSIGN_OR_RETURN(DeviceCommBenchReply nccl, MeasureOnDevice(o, "nccl", Collective::kAllReduce, counts));
+  report->peer = "nccl";
+  report->peer_library = nccl.library;
+  report->peer_command = "bench-comm --backend nccl, same sizes and iterations, one GPU per rank";
+  AllReduceTable table{.tp = o.ranks, .device = report->device, .nccl = nccl.library, .rows = {}};
+  for (size_t i = 0; i < report->rows.size() && i < nccl.rows.size(); ++i) {
+    CommBenchRow& row = report->rows[i];
+    row.peer_us = nccl.rows[i].oop_s * 1e6;
+    row.peer_wrong = nccl.rows[i].oop_wrong;
+    table.rows.push_back({.bytes = row.bytes, .nccl_us = row.peer_us, .oneshot_us = row.oop_us});
+  }
+  return WriteAllReduceTable(o.allreduce_table, table);
 }
 
 }  // namespace
@@ -166,7 +187,13 @@ Result<CommBenchReport> RunCommBench(const CommBenchOptions& o) {
   const bool device = IsDeviceBackend(o.backend);
   if (o.backend != "local" && !device) {
     return InvalidArgument("--backend '" + o.backend + "': one of local (ranks as threads), nccl (one GPU per rank), "
-                           "rank-order (ranks sharing GPU 0)");
+                           "rank-order (ranks sharing GPU 0), oneshot (peers' buffers read directly)");
+  }
+  if (!o.allreduce_table.empty() && (o.backend != "oneshot" || c != Collective::kAllReduce)) {
+    return InvalidArgument("--allreduce-table compares one-shot with NCCL: it needs --backend oneshot and all_reduce");
+  }
+  if (o.backend == "oneshot" && c != Collective::kAllReduce) {
+    return Unimplemented("--backend oneshot runs all_reduce (its AllGather is NCCL's)");
   }
   if (device && c != Collective::kAllReduce && c != Collective::kAllGather) {
     return Unimplemented("--backend " + o.backend + " runs all_reduce and all_gather (the decoder's collectives)");
@@ -191,8 +218,10 @@ Result<CommBenchReport> RunCommBench(const CommBenchOptions& o) {
   }
   DeviceCommBenchReply on_device;  // device backends: one row per count
   if (device) {
-    ASSIGN_OR_RETURN(on_device, MeasureOnDevice(o, c, counts));
+    ASSIGN_OR_RETURN(on_device, MeasureOnDevice(o, o.backend, c, counts));
     report.library = on_device.library;
+    report.placement = on_device.placement;
+    report.device = on_device.device;
   }
   std::vector<std::pair<double, double>> samples;
   for (size_t point = 0; point < counts.size(); ++point) {
@@ -238,6 +267,7 @@ Result<CommBenchReport> RunCommBench(const CommBenchOptions& o) {
       }
     }
   }
+  if (!o.allreduce_table.empty()) RETURN_IF_ERROR(CompareWithNccl(o, counts, &report));
   if (o.ranks > 1) {
     auto fit = FitAlphaBeta(samples, factor);
     if (fit.ok()) {
@@ -251,9 +281,7 @@ Result<CommBenchReport> RunCommBench(const CommBenchOptions& o) {
 std::string FormatCommBench(const CommBenchReport& r, const CommBenchOptions& o) {
   std::string out;
   char line[512];
-  const std::string backend = r.backend == "local" ? "local (threads)"
-                              : r.backend == "nccl" ? r.library + ", one GPU per rank"
-                                                    : "rank-order (ranks sharing GPU 0)";
+  const std::string backend = r.backend == "local" ? "local (threads)" : r.library + ", " + r.placement;
   std::snprintf(line, sizeof(line), "# tpserve bench-comm: %s, backend %s, %d ranks, %d iters, %d warmup, check %d\n#\n",
                 CollectiveName(r.collective).c_str(), backend.c_str(), r.ranks, o.iters, o.warmup, o.check);
   out += line;
@@ -279,11 +307,15 @@ std::string FormatCommBench(const CommBenchReport& r, const CommBenchOptions& o)
     out += line;
   }
   if (!r.peer.empty()) {
-    std::snprintf(line, sizeof(line), "#\n# peer: %s (%s), %d processes, same sizes and iterations, run after the sweep\n",
-                  PeerCollectiveName(r.collective), r.peer_library.c_str(), r.ranks);
+    const bool mpi = r.peer == "mpi";
+    std::snprintf(line, sizeof(line), "#\n# peer: %s (%s), %d %s, same sizes and iterations, run after the sweep\n",
+                  mpi ? PeerCollectiveName(r.collective) : "ncclAllReduce", r.peer_library.c_str(), r.ranks,
+                  mpi ? "processes" : "ranks");
     out += line;
     out += "# " + r.peer_command + "\n";
-    out += "#       size   local(us)     mpi(us)   mpi/local  mpi_busbw  #wrong\n";
+    std::snprintf(line, sizeof(line), "#       size  %10s  %10s  %10s  %9s  #wrong\n", (r.backend + "(us)").c_str(),
+                  (r.peer + "(us)").c_str(), (r.peer + "/" + r.backend).c_str(), (r.peer + "_busbw").c_str());
+    out += line;
     const double factor = BusBandwidthFactor(r.collective, r.ranks);
     for (const auto& row : r.rows) {
       const double busbw = row.peer_us > 0 ? row.bytes / (row.peer_us * 1e-6) / 1e9 * factor : 0;
@@ -309,7 +341,11 @@ std::string CommBenchJson(const CommBenchReport& r) {
     }
   }
   nlohmann::json out = {{"collective", CollectiveName(r.collective)}, {"backend", r.backend}, {"ranks", r.ranks}, {"rows", rows}};
-  if (!r.library.empty()) out["library"] = r.library;
+  if (!r.library.empty()) {
+    out["library"] = r.library;
+    out["placement"] = r.placement;
+    out["device"] = r.device;
+  }
   if (!r.peer.empty()) out["peer"] = {{"name", r.peer}, {"library", r.peer_library}, {"command", r.peer_command}};
   if (r.fitted) {
     out["fit"] = {{"alpha_us", r.fit.alpha_s * 1e6}, {"beta_gb_s", r.fit.beta_bytes_per_s / 1e9},
@@ -340,7 +376,7 @@ LineChart CommLatencyChart(const CommBenchReport& r) {
   chart.series = {out_of_place, in_place};
   if (!r.peer.empty()) {
     chart.title += ", peer " + r.peer_library;
-    ChartSeries peer{PeerCollectiveName(r.collective), {}};
+    ChartSeries peer{r.peer == "mpi" ? PeerCollectiveName(r.collective) : r.peer_library, {}};
     for (const auto& row : r.rows) {
       if (row.peer_us > 0) peer.points.emplace_back(row.bytes, row.peer_us);
     }

@@ -1,7 +1,8 @@
 // `tpserve bench-comm`: an nccl-tests-compatible sweep of one collective — same flags (-b -e -f -i
 // -n -w -c -o -d), same columns, same algbw/busbw — plus the α–β fit of comm/cost_model over the
 // sweep. Backends: local (the in-process communicator, ranks as threads), and through the CUDA
-// module nccl (one GPU per rank) and rank-order (ranks sharing GPU 0; AllReduce and AllGather).
+// module nccl (one GPU per rank), rank-order (ranks sharing GPU 0; AllReduce and AllGather) and
+// oneshot (AllReduce; one GPU per rank where there are enough, else ranks sharing GPU 0).
 #pragma once
 
 #include <string>
@@ -28,6 +29,9 @@ struct CommBenchOptions {
   std::string op = "sum";           // -o
   std::string dtype = "float";      // -d
   std::string peer;                 // "mpi": time MPI's collective over the same sizes too
+  // --allreduce-table FILE (--backend oneshot): also time NCCL at the same sizes and write which
+  // wins where into FILE, the table `serve --allreduce auto` reads (comm/allreduce_choice.h).
+  std::string allreduce_table;
   int corrupt_rank = -1;            // fault injection for tests: this rank's input is off by one
   bool json = false;
   std::string plot;                 // --plot FILE.svg|png
@@ -46,12 +50,14 @@ struct CommBenchRow {
 struct CommBenchReport {
   Collective collective = Collective::kAllReduce;
   int ranks = 0;
-  std::string backend = "local";  // local | nccl | rank-order
+  std::string backend = "local";  // local | nccl | rank-order | oneshot
   std::string library;            // device backends: "nccl 2.28.3 (NCCL_ALGO=default, ...)", "rank-order"
+  std::string placement;          // device backends: "one GPU per rank", "ranks sharing cuda:0"
+  std::string device;             // device backends: the GPU's name
   std::vector<CommBenchRow> rows;
   AlphaBeta fit;
   bool fitted = false;
-  std::string peer;          // "" or "mpi"
+  std::string peer;          // "", "mpi", or "nccl" (--allreduce-table)
   std::string peer_library;  // e.g. "Open MPI v4.1.4"
   std::string peer_command;
 };

@@ -36,6 +36,8 @@ Result<std::unique_ptr<Engine>> CreateBenchEngine(const ModelDirectory& model, c
   EngineOptions engine_options{.device = o.device, .tp = tp, .threads = threads, .block_size = 16,
                                .share_gpu = o.share_gpu, .collective_timeout_ms = o.collective_timeout_ms,
                                .return_logits = false, .linear_kernel = kernel};
+  engine_options.allreduce = o.allreduce;
+  engine_options.allreduce_table = o.allreduce_table;
   const int max_batch = *std::max_element(o.batch.begin(), o.batch.end());
   const int max_context = *std::max_element(o.context.begin(), o.context.end());
   const int blocks_per_sequence = (max_context + o.decode_steps + 1 + engine_options.block_size - 1) /

@@ -26,6 +26,8 @@ struct DecodeBenchOptions {
   int threads = 0;  // 0: every core
   DeviceKind device = DeviceKind::kCpu;  // resolved (never auto)
   bool share_gpu = false;                // CUDA: every rank on GPU 0 (TP > 1 on a one-GPU machine)
+  std::string allreduce = "nccl";        // CUDA: --allreduce nccl|oneshot|auto, as serve's
+  std::string allreduce_table;
   int collective_timeout_ms = 60000;     // the engine's (0: no timeouts; the safety-net benchmark)
   std::vector<cpu::LinearKernel> kernels = {cpu::BestLinearKernel()};  // compared in one run
   bool json = false;

@@ -20,7 +20,7 @@
 namespace tpserve {
 
 // Bumped whenever the structs below change: the engine refuses a module built from other headers.
-inline constexpr int kCudaModuleAbi = 2;
+inline constexpr int kCudaModuleAbi = 3;
 
 // ncclUniqueId's size (NCCL_UNIQUE_ID_BYTES), checked against nccl.h inside the module.
 inline constexpr size_t kNcclUniqueIdBytes = 128;
@@ -38,6 +38,10 @@ struct CudaGroupOptions {
   // Every rank on the first visible GPU, summed by the rank-order communicator: TP > 1 on a
   // one-GPU machine, for tests (NCCL refuses two ranks on one device).
   bool share_gpu = false;
+  // AllReduces of up to this many bytes per rank run one-shot (comm/cuda/oneshot_communicator.h),
+  // fused with the residual add and RMSNorm; 0: all over NCCL (or rank-order with share_gpu).
+  // Decided on the host from --allreduce (comm/allreduce_choice.h).
+  size_t oneshot_max_bytes = 0;
   int block_size = 16;
   int kv_cache_blocks = 0;      // > 0: exactly this many KV blocks
   int64_t kv_cache_bytes = 0;   // > 0: this many bytes of KV cache, all ranks together
@@ -89,10 +93,12 @@ Result<std::string> MakeNcclUniqueId(const std::string& module_path);
 // the weight-streaming floor of bench-decode --device cuda.
 Result<double> MeasureCudaReadBandwidth(const std::string& module_path, int device, size_t bytes);
 
-// `bench-comm --backend nccl|rank-order`: one collective over device buffers, timed with CUDA
-// events on each rank's stream (one host thread per rank), nccl-tests style.
+// `bench-comm --backend nccl|rank-order|oneshot`: one collective over device buffers, timed with
+// CUDA events on each rank's stream (one host thread per rank), nccl-tests style.
 struct DeviceCommBenchRequest {
-  std::string backend = "nccl";  // nccl: one GPU per rank; rank-order: every rank on GPU 0
+  // nccl: one GPU per rank; rank-order: every rank on GPU 0; oneshot: one GPU per rank where there
+  // are enough, else every rank on GPU 0 (AllReduce only; AllGather goes to its fallback).
+  std::string backend = "nccl";
   bool all_gather = false;       // else AllReduce (sum)
   int ranks = 1;
   std::vector<size_t> counts;    // f32 elements per rank's input, one sweep point each
@@ -107,7 +113,9 @@ struct DeviceCommBenchRow {
   size_t oop_wrong = 0, ip_wrong = 0;
 };
 struct DeviceCommBenchReply {
-  std::string library;  // "nccl 2.28.3 (NCCL_ALGO=..., NCCL_PROTO=...)" or "rank-order"
+  std::string library;  // "nccl 2.28.3 (NCCL_ALGO=..., NCCL_PROTO=...)", "rank-order", "oneshot (over ...)"
+  std::string placement;  // "one GPU per rank" or "ranks sharing cuda:0"
+  std::string device;     // the first rank's GPU name
   std::vector<DeviceCommBenchRow> rows;
 };
 Result<DeviceCommBenchReply> RunDeviceCommBench(const std::string& module_path, const DeviceCommBenchRequest& request);

@@ -5,6 +5,7 @@
 #include <pthread.h>
 #include <spdlog/spdlog.h>
 
+#include "comm/allreduce_choice.h"
 #include "comm/in_process_communicator.h"
 #include "kernels/cuda_module.h"
 #include "model/cuda_backend.h"
@@ -41,6 +42,11 @@ Result<std::unique_ptr<Engine>> Engine::Create(const ModelDirectory& model,
   RETURN_IF_ERROR(CheckTensorParallel(c, options.tp));
   if (options.block_size < 1) return InvalidArgument("--block-size must be at least 1");
   if (options.kv_cache_mb < 0) return InvalidArgument("--kv-cache-mb must not be negative");
+  ASSIGN_OR_RETURN(AllReduceMode allreduce, ParseAllReduceMode(options.allreduce));
+  if (options.device == DeviceKind::kCpu && allreduce == AllReduceMode::kOneShot) {
+    return InvalidArgument("--allreduce oneshot chooses among the CUDA backend's AllReduces; the CPU backend's "
+                           "communicator already sums in rank order (use --device cuda, or leave --allreduce out)");
+  }
   std::unique_ptr<Engine> engine(new Engine(c, options));
   RETURN_IF_ERROR(options.device == DeviceKind::kCuda ? engine->CreateCudaRanks(model) : engine->CreateCpuRanks(model));
   for (int r = 0; r < static_cast<int>(engine->ranks_.size()); ++r) {
@@ -141,6 +147,9 @@ Status Engine::CreateCudaRanks(const ModelDirectory& model) {
   if (options.skip_mlp_allreduce_layer >= 0 || options.fault.kind != FaultKind::kNone) {
     return Unimplemented("fault injection runs on the CPU backend only");
   }
+  ASSIGN_OR_RETURN(AllReduceMode mode, ParseAllReduceMode(options.allreduce));
+  ASSIGN_OR_RETURN(AllReduceDecision allreduce, DecideAllReduce(mode, options.allreduce_table, options.tp));
+  if (options.tp > 1) spdlog::info("{}", allreduce.reason);
   ASSIGN_OR_RETURN(CudaProbe probe, ProbeCudaBackend());
   const GroupMembership& membership = options.group;
   std::string nccl_unique_id;
@@ -167,6 +176,7 @@ Status Engine::CreateCudaRanks(const ModelDirectory& model) {
       .first_device = membership.local_device > 0 ? membership.local_device : 0,
       .nccl_unique_id = nccl_unique_id,
       .share_gpu = options.share_gpu,
+      .oneshot_max_bytes = allreduce.oneshot_max_bytes,
       .block_size = options.block_size,
       .kv_cache_blocks = options.kv_cache_blocks,
       .kv_cache_bytes = static_cast<int64_t>(options.kv_cache_mb) << 20,

@@ -35,6 +35,9 @@ struct EngineOptions {
   int kv_cache_blocks = 0; // exact number of KV blocks (overrides kv_cache_mb when > 0)
   double gpu_memory_utilization = 0.9;  // CUDA: share of each GPU's memory tpserve may fill
   bool share_gpu = false;               // CUDA: every rank on one GPU (tests; rank-order sums)
+  // CUDA: nccl | oneshot | auto, and auto's table (comm/allreduce_choice.h).
+  std::string allreduce = "nccl";
+  std::string allreduce_table;
   // A rank that waits this long for its peers in one collective fails the step (CPU: every wait
   // of the in-process communicator; CUDA: the step), and the engine fails (model/engine.h). 0: never.
   int collective_timeout_ms = 60000;

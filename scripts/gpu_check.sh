@@ -11,8 +11,8 @@
 # CUDA kernels against the CPU ops; the CUDA engine against the CPU engine: logits, greedy
 # continuations, TP=2/4 on the one GPU, batch invariance); `tpserve devices`; generate on a dummy
 # tiny model at TP=1 and TP=2 sharing the GPU; bench-comm over NCCL (1 rank) and the rank-order
-# communicator at 2/4/8 ranks sharing the GPU; bench-decode on the small model (TP=1, and TP=2
-# sharing the GPU) and on llama-3-8b dummy weights (TP=1, batch 1/8/32), next to the GPU's read
+# communicator and the one-shot AllReduce at 2/4/8 ranks sharing the GPU; bench-decode on the
+# small model (TP=1, and TP=2 sharing the GPU over rank-order and over one-shot + fused norm) and on llama-3-8b dummy weights (TP=1, batch 1/8/32), next to the GPU's read
 # bandwidth measured in the same run; bench_cuda_gemm (the batch-invariant GEMM algorithms against
 # cuBLASLt's per-token-count picks, llama-3-8b shapes).
 set -uo pipefail
@@ -96,11 +96,15 @@ stage bench_comm_nccl 90 "$BUNDLE/tpserve" bench-comm --backend nccl -g 1 -b 8 -
 for ranks in 2 4 8; do
   stage "bench_comm_rank_order_$ranks" 90 "$BUNDLE/tpserve" bench-comm --backend rank-order -g "$ranks" \
     -b 1K -e 16M -f 4 -n 50 -w 10 --json
+  stage "bench_comm_oneshot_$ranks" 90 "$BUNDLE/tpserve" bench-comm --backend oneshot -g "$ranks" \
+    -b 1K -e 16M -f 4 -n 50 -w 10 --json
 done
 stage bench_decode_small 180 "$BUNDLE/tpserve" bench-decode --model small --load-format dummy --device cuda \
   --tp 1 --batch 1,8,32 --context 128 --steps 32 --json
 stage bench_decode_small_tp2_shared 180 "$BUNDLE/tpserve" bench-decode --model small --load-format dummy \
   --device cuda --share-gpu --tp 2 --batch 1,32 --context 128 --steps 32 --json
+stage bench_decode_small_tp2_shared_oneshot 180 "$BUNDLE/tpserve" bench-decode --model small --load-format dummy \
+  --device cuda --share-gpu --tp 2 --allreduce oneshot --batch 1,32 --context 128 --steps 32 --json
 stage bench_decode_llama3_8b 420 "$BUNDLE/tpserve" bench-decode --model llama-3-8b --load-format dummy \
   --device cuda --tp 1 --batch 1,8,32 --context 512 --steps 32 --json
 echo "gpu_check: results in $RESULTS"

@@ -37,7 +37,10 @@ run_ctest() {
 
 sanitizer_build() {  # DIR SANITIZERS EXTRA-CMAKE-ARGS...
   local dir="$1" sanitizers="$2"; shift 2
+  # Line tables are all a sanitizer's stack trace needs; full debug info would take gigabytes.
   CC=clang-16 CXX=clang++-16 cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O2 -gline-tables-only -DNDEBUG" \
+    -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -gline-tables-only -DNDEBUG" \
     -DTPSERVE_SANITIZE="$sanitizers" -DTPSERVE_CUDA=OFF -DTPSERVE_MPI=OFF -DTPSERVE_WERROR=ON \
     -DTPSERVE_BENCHMARK_PROGRAMS=OFF "$@"
 }

@@ -2,12 +2,14 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <barrier>
 #include <cstdlib>
 #include <thread>
 
 #include "benchmarks/comm_bench_values.h"
 #include "comm/cuda/nccl_communicator.h"
+#include "comm/cuda/oneshot_communicator.h"
 #include "comm/cuda/rank_order_communicator.h"
 #include "model/cuda/device_buffer.h"
 
@@ -147,12 +149,15 @@ std::string EnvOr(const char* name, const char* fallback) {
 }  // namespace
 
 Result<DeviceCommBenchReply> RunDeviceCommBench(const DeviceCommBenchRequest& request) {
-  if (request.backend != "nccl" && request.backend != "rank-order") {
-    return InvalidArgument("--backend '" + request.backend + "': the device backends are nccl and rank-order");
+  const bool oneshot = request.backend == "oneshot";
+  if (request.backend != "nccl" && request.backend != "rank-order" && !oneshot) {
+    return InvalidArgument("--backend '" + request.backend + "': the device backends are nccl, rank-order and oneshot");
   }
-  const bool share = request.backend == "rank-order";
+  if (oneshot && request.all_gather) return InvalidArgument("--backend oneshot runs all_reduce only");
   int visible = 0;
   RETURN_IF_ERROR(CudaStatus(cudaGetDeviceCount(&visible), "cudaGetDeviceCount"));
+  // One-shot runs across GPUs where there are enough, else on one shared GPU (the test placement).
+  const bool share = request.backend == "rank-order" || (oneshot && visible < request.ranks);
   ASSIGN_OR_RETURN(std::vector<int> devices, AssignDevices(request.ranks, visible, share));
   std::vector<std::unique_ptr<DeviceCommunicator>> comms;
   if (share) {
@@ -160,11 +165,20 @@ Result<DeviceCommBenchReply> RunDeviceCommBench(const DeviceCommBenchRequest& re
   } else {
     ASSIGN_OR_RETURN(comms, CreateNcclGroup(devices));
   }
+  if (oneshot) {
+    size_t largest = 0;
+    for (size_t count : request.counts) largest = std::max(largest, count * sizeof(float));
+    ASSIGN_OR_RETURN(comms, CreateOneShotGroup(devices, std::move(comms),
+                                               {.capacity_bytes = largest, .timeout = request.timeout}));
+  }
   DeviceCommBenchReply reply;
   reply.library = comms[0]->name();
-  if (!share) {
+  if (request.backend == "nccl") {
     reply.library += " (NCCL_ALGO=" + EnvOr("NCCL_ALGO", "default") + ", NCCL_PROTO=" + EnvOr("NCCL_PROTO", "default") + ")";
   }
+  reply.placement = share ? "ranks sharing cuda:" + std::to_string(devices[0]) : "one GPU per rank";
+  cudaDeviceProp prop{};
+  if (cudaGetDeviceProperties(&prop, devices[0]) == cudaSuccess) reply.device = prop.name;
   Sweep sweep(request, std::move(comms), devices);
   for (size_t count : request.counts) {
     ASSIGN_OR_RETURN(DeviceCommBenchRow row, sweep.Measure(count));

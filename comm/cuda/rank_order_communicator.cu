@@ -6,25 +6,20 @@
 #include <string>
 
 #include "comm/cuda/rank_order_communicator.h"
+#include "comm/cuda/rank_order_sum.cuh"
 #include "kernels/cuda/cuda_status.h"
 
 namespace tpserve::cuda {
 namespace {
 
-constexpr int kMaxRanks = 8;
-
-struct PeerInputs {
-  const void* data[kMaxRanks];
-};
+constexpr int kMaxRanks = kMaxCollectiveRanks;
 
 // out[i] = ((in[0][i] + in[1][i]) + in[2][i]) + ..., accumulated in f32.
 template <typename T>
 __global__ void RankOrderSumKernel(PeerInputs inputs, int ranks, T* out, size_t count) {
   const size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= count) return;
-  float sum = static_cast<float>(static_cast<const T*>(inputs.data[0])[i]);
-  for (int r = 1; r < ranks; ++r) sum += static_cast<float>(static_cast<const T*>(inputs.data[r])[i]);
-  out[i] = static_cast<T>(sum);
+  out[i] = static_cast<T>(RankOrderSum<T>(inputs, ranks, i));
 }
 
 // What the ranks share: the published buffers and events, and a generational barrier.

@@ -4,45 +4,25 @@
 
 #include "kernels/cuda/cuda_status.h"
 #include "kernels/cuda/ops.h"
+#include "kernels/cuda/row_norm.cuh"
 
 namespace tpserve::cuda {
 namespace {
 
-constexpr int kNormThreads = 256;  // one block per row; the reduction tree depends on this alone
-
 cudaStream_t AsStream(void* stream) { return static_cast<cudaStream_t>(stream); }
 
-// Sum of squares of one row in a fixed order: each thread strides over the row, then a fixed
-// shared-memory tree. Double accumulation, like the CPU.
-__device__ double RowSumOfSquares(const float* row, int n) {
-  __shared__ double partial[kNormThreads];
-  double sum = 0;
-  for (int i = threadIdx.x; i < n; i += kNormThreads) sum += static_cast<double>(row[i]) * row[i];
-  partial[threadIdx.x] = sum;
-  __syncthreads();
-  for (int width = kNormThreads / 2; width > 0; width /= 2) {
-    if (threadIdx.x < width) partial[threadIdx.x] += partial[threadIdx.x + width];
-    __syncthreads();
-  }
-  return partial[0];
-}
-
 __global__ void RmsNormKernel(const float* x, const float* weight, float* y, int n, float eps) {
-  const float* row = x + static_cast<size_t>(blockIdx.x) * n;
-  const double sum = RowSumOfSquares(row, n);
-  const float scale = static_cast<float>(1.0 / sqrt(sum / n + eps));
-  for (int i = threadIdx.x; i < n; i += kNormThreads) y[static_cast<size_t>(blockIdx.x) * n + i] = row[i] * scale * weight[i];
+  const size_t offset = static_cast<size_t>(blockIdx.x) * n;
+  ScaleRow(x + offset, weight, y + offset, n, RowSumOfSquares(x + offset, n), eps);
 }
 
 __global__ void AddRmsNormKernel(float* residual, const float* delta, const float* weight, float* y, int n,
                                  float eps) {
-  float* row = residual + static_cast<size_t>(blockIdx.x) * n;
-  const float* add = delta + static_cast<size_t>(blockIdx.x) * n;
-  for (int i = threadIdx.x; i < n; i += kNormThreads) row[i] += add[i];
+  const size_t offset = static_cast<size_t>(blockIdx.x) * n;
+  float* row = residual + offset;
+  for (int i = threadIdx.x; i < n; i += kNormThreads) row[i] += delta[offset + i];
   __syncthreads();
-  const double sum = RowSumOfSquares(row, n);
-  const float scale = static_cast<float>(1.0 / sqrt(sum / n + eps));
-  for (int i = threadIdx.x; i < n; i += kNormThreads) y[static_cast<size_t>(blockIdx.x) * n + i] = row[i] * scale * weight[i];
+  ScaleRow(row, weight, y + offset, n, RowSumOfSquares(row, n), eps);
 }
 
 __global__ void SiluMulKernel(const float* gate, const float* up, float* out, size_t n) {

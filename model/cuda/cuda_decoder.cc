@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <thread>
 
 #include "kernels/cuda/attention.h"
@@ -316,6 +317,22 @@ Status CudaDecoder::Forward(const StepPlan& plan, std::vector<float>* logits, Ra
                  [&] { return comm_->AllReduceSum(data, static_cast<size_t>(T) * h, DeviceDtype::kF32, stream); });
   };
   auto norm_to_bf16 = [&]() { return CastToBf16(normed, normed_bf16, static_cast<size_t>(T) * h, stream); };
+  // The AllReduce of a row-parallel output (`proj`), then the residual add and the next norm: one
+  // kernel where the communicator fuses them (one-shot), traced as the AllReduce.
+  auto reduce_add_norm = [&](OpKind reduce, int reduce_layer, OpKind norm, int norm_layer, const float* weight,
+                             const std::function<Status()>& after_norm) -> Status {
+    if (s.tp > 1 && comm_->FusesAddRmsNorm(static_cast<size_t>(T) * h)) {
+      return tl.Op(reduce, reduce_layer, hidden_bytes, stream, [&] {
+        RETURN_IF_ERROR(comm_->AllReduceAddRmsNorm(proj, x, weight, normed, T, h, eps, stream));
+        return after_norm();
+      });
+    }
+    if (s.tp > 1) RETURN_IF_ERROR(all_reduce(reduce, reduce_layer, proj));
+    return tl.Op(norm, norm_layer, 0, stream, [&] {
+      RETURN_IF_ERROR(AddRmsNorm(x, proj, weight, normed, T, h, eps, stream));
+      return after_norm();
+    });
+  };
 
   RETURN_IF_ERROR(tl.Begin(stream));
   RETURN_IF_ERROR(tl.Op(OpKind::kEmbed, -1, 0, stream, [&] {
@@ -368,13 +385,9 @@ Status CudaDecoder::Forward(const StepPlan& plan, std::vector<float>* logits, Ra
     }));
     RETURN_IF_ERROR(tl.Op(OpKind::kOProj, layer, 0, stream,
                           [&] { return o_->Run(Bf16(w.wo), a.attn_bf16.get<uint16_t>(), proj, T, stream); }));
-    if (s.tp > 1) RETURN_IF_ERROR(all_reduce(OpKind::kAllReduceAttn, layer, proj));
-
-    // MLP block: residual add fused with its norm.
-    RETURN_IF_ERROR(tl.Op(OpKind::kMlpNorm, layer, 0, stream, [&] {
-      RETURN_IF_ERROR(AddRmsNorm(x, proj, F32(w.mlp_norm), normed, T, h, eps, stream));
-      return norm_to_bf16();
-    }));
+    // MLP block: the AllReduce, the residual add and its norm.
+    RETURN_IF_ERROR(
+        reduce_add_norm(OpKind::kAllReduceAttn, layer, OpKind::kMlpNorm, layer, F32(w.mlp_norm), norm_to_bf16));
     RETURN_IF_ERROR(tl.Op(OpKind::kGateUpProj, layer, 0, stream,
                           [&] { return gate_up_->Run(Bf16(w.w_gate_up), normed_bf16, a.gate_up.get<float>(), T, stream); }));
     RETURN_IF_ERROR(tl.Op(OpKind::kSiluMul, layer, 0, stream, [&] {
@@ -382,18 +395,17 @@ Status CudaDecoder::Forward(const StepPlan& plan, std::vector<float>* logits, Ra
     }));
     RETURN_IF_ERROR(tl.Op(OpKind::kDownProj, layer, 0, stream,
                           [&] { return down_->Run(Bf16(w.w_down), a.act_bf16.get<uint16_t>(), proj, T, stream); }));
-    if (s.tp > 1) RETURN_IF_ERROR(all_reduce(OpKind::kAllReduceMlp, layer, proj));
-
-    // The residual add fused with the next norm: the next layer's attention norm, or the final norm.
+    // The AllReduce and the residual add with the next norm: the next layer's attention norm, or
+    // the final norm.
     const bool last_layer = layer + 1 == config_.num_layers;
-    const OpKind next_norm = last_layer ? OpKind::kFinalNorm : OpKind::kAttnNorm;
-    RETURN_IF_ERROR(tl.Op(next_norm, last_layer ? -1 : layer + 1, 0, stream, [&] {
-      const float* weight = last_layer ? F32(final_norm_) : F32(layers_[layer + 1].attn_norm);
-      RETURN_IF_ERROR(AddRmsNorm(x, proj, weight, normed, T, h, eps, stream));
+    const float* next_weight = last_layer ? F32(final_norm_) : F32(layers_[layer + 1].attn_norm);
+    auto after_next_norm = [&]() -> Status {
       if (!last_layer) return norm_to_bf16();
       RETURN_IF_ERROR(GatherRows(normed, logit_tokens, a.last.get<float>(), R, h, stream));
       return CastToBf16(a.last.get<float>(), a.last_bf16.get<uint16_t>(), static_cast<size_t>(R) * h, stream);
-    }));
+    };
+    RETURN_IF_ERROR(reduce_add_norm(OpKind::kAllReduceMlp, layer, last_layer ? OpKind::kFinalNorm : OpKind::kAttnNorm,
+                                    last_layer ? -1 : layer + 1, next_weight, after_next_norm));
   }
 
   // LM head over the rows that want logits; vocab-parallel, then gathered.

@@ -6,10 +6,12 @@
 
 #include <chrono>
 #include <cstdio>
+#include <functional>
 #include <map>
 
 #include "comm/cuda/device_comm_bench.h"
 #include "comm/cuda/nccl_communicator.h"
+#include "comm/cuda/oneshot_communicator.h"
 #include "comm/cuda/rank_order_communicator.h"
 #include "kernels/cuda/memory_bandwidth.h"
 #include "model/cuda/cuda_decoder.h"
@@ -19,10 +21,11 @@
 namespace tpserve::cuda {
 namespace {
 
-Result<std::vector<std::unique_ptr<DeviceCommunicator>>> CreateCommunicators(const std::vector<int>& devices,
-                                                                             const CudaGroupOptions& options) {
+Result<std::vector<std::unique_ptr<DeviceCommunicator>>> CreateCommunicators(
+    const std::vector<int>& devices, const CudaGroupOptions& options, const std::function<void(const std::string&)>& log) {
   if (options.local_ranks > 0) {  // this process's share of a group over several processes
     if (options.share_gpu) return InvalidArgument("--share-gpu runs in one process only (no multi-process TP)");
+    if (options.oneshot_max_bytes > 0) log("--allreduce: one-shot runs between the GPUs of one process; NCCL here");
     return JoinNcclGroup(devices, options.first_rank, options.tp, options.nccl_unique_id);
   }
   const int tp = static_cast<int>(devices.size());
@@ -31,21 +34,33 @@ Result<std::vector<std::unique_ptr<DeviceCommunicator>>> CreateCommunicators(con
     none.emplace_back();
     return none;
   }
-  if (options.share_gpu) return CreateRankOrderGroup(tp, devices[0], options.collective_timeout);
-  return CreateNcclGroup(devices);
+  std::vector<std::unique_ptr<DeviceCommunicator>> base;
+  if (options.share_gpu) {
+    ASSIGN_OR_RETURN(base, CreateRankOrderGroup(tp, devices[0], options.collective_timeout));
+  } else {
+    ASSIGN_OR_RETURN(base, CreateNcclGroup(devices));
+  }
+  if (options.oneshot_max_bytes == 0) return base;
+  if (Status peers = CheckPeerAccess(devices); !peers.ok()) {  // a PCIe box without P2P
+    log("--allreduce: one-shot needs peer access, and " + peers.message() + "; every AllReduce runs over " +
+        base[0]->name());
+    return base;
+  }
+  return CreateOneShotGroup(devices, std::move(base),
+                            {.capacity_bytes = options.oneshot_max_bytes, .timeout = options.collective_timeout});
 }
 
 Result<CudaGroup> CreateGroup(const CudaGroupRequest& request) {
   const CudaGroupOptions& options = request.options;
   const ModelConfig& config = *request.config;
-  auto log = [&](const std::string& line) {
+  const std::function<void(const std::string&)> log = [&](const std::string& line) {
     if (request.log) request.log(line);
   };
   int visible = 0;
   RETURN_IF_ERROR(CudaStatus(cudaGetDeviceCount(&visible), "cudaGetDeviceCount"));
   const int local_ranks = options.local_ranks > 0 ? options.local_ranks : options.tp;
   ASSIGN_OR_RETURN(std::vector<int> devices, AssignDevices(local_ranks, visible, options.share_gpu, options.first_device));
-  ASSIGN_OR_RETURN(auto comms, CreateCommunicators(devices, options));
+  ASSIGN_OR_RETURN(auto comms, CreateCommunicators(devices, options, log));
   CudaGroup group;
   group.communicator = comms[0] ? comms[0]->name() : "none";
   if (options.tp > 1) log("communicator: " + group.communicator + " over " + std::to_string(options.tp) + " ranks");

@@ -15,7 +15,11 @@ void AddBenchCommCommand(CLI::App& app, CommandAction* action) {
       "alpha-beta fit: the message size below which the collective is latency-bound.");
   cmd->add_option("--collective", o->collective, "all_reduce | all_gather | reduce_scatter | broadcast")->capture_default_str();
   cmd->add_option("--backend", o->backend, "local (ranks as threads), nccl (one GPU per rank, NCCL_ALGO / NCCL_PROTO honoured), "
-                  "rank-order (ranks sharing GPU 0)")->capture_default_str();
+                  "rank-order (ranks sharing GPU 0), oneshot (each rank reads its peers' buffers; one GPU per "
+                  "rank where there are enough, else sharing GPU 0)")->capture_default_str();
+  cmd->add_option("--allreduce-table", o->allreduce_table,
+                  "With --backend oneshot: also time NCCL at the same sizes (one GPU per rank) and write which "
+                  "wins where into FILE, for serve --allreduce auto --allreduce-table FILE");
   cmd->add_option("--ranks,-g", o->ranks, "Ranks")->capture_default_str();
   cmd->add_option("--collective-timeout-ms", o->collective_timeout_ms,
                   "local: the timeout of every wait, as serve's (0: none, to measure what the timeouts cost)")

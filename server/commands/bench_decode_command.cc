@@ -24,6 +24,10 @@ void AddBenchDecodeCommand(CLI::App& app, CommandAction* action) {
   AddDeviceFlag(cmd, &options->device);
   cmd->add_flag("--share-gpu", options->share_gpu,
                 "CUDA, for testing: every rank on the first visible GPU (rank-order communicator)");
+  cmd->add_option("--allreduce", options->allreduce, "CUDA, TP > 1: nccl | oneshot | auto, as serve's")
+      ->check(CLI::IsMember({"nccl", "oneshot", "auto"}))
+      ->capture_default_str();
+  cmd->add_option("--allreduce-table", options->allreduce_table, "For --allreduce auto, as serve's");
   cmd->add_option("--collective-timeout-ms", options->collective_timeout_ms,
                   "The engine's collective timeout, as serve's (0: none, to measure what the timeouts cost)")
       ->check(CLI::NonNegativeNumber)

@@ -233,6 +233,15 @@ void AddEngineFlags(CLI::App* cmd, EngineOptions* engine) {
   cmd->add_flag("--share-gpu", engine->share_gpu,
                 "CUDA, for testing: every rank on the first visible GPU, summed by the rank-order "
                 "communicator (TP > 1 on a one-GPU machine)");
+  cmd->add_option("--allreduce", engine->allreduce,
+                  "CUDA, TP > 1: nccl; oneshot (each rank reads its peers' buffers and sums in rank order, "
+                  "fused with the residual add and RMSNorm: bitwise batch-invariant; needs peer access, else "
+                  "NCCL with one log line); auto (one-shot below the size where NCCL wins in --allreduce-table)")
+      ->check(CLI::IsMember({"nccl", "oneshot", "auto"}))
+      ->capture_default_str();
+  cmd->add_option("--allreduce-table", engine->allreduce_table,
+                  "For --allreduce auto: the table bench-comm --backend oneshot --allreduce-table FILE wrote on "
+                  "this machine (without one, auto is nccl)");
   cmd->add_option("--collective-timeout-ms", engine->collective_timeout_ms,
                   "A rank that waits this long for its peers in a collective (CPU) or for a step (CUDA) "
                   "fails the engine: requests get UNAVAILABLE, health NOT_SERVING (0: wait forever)")

@@ -61,12 +61,20 @@ TEST(CommBench, UnsupportedOptionsAreNamed) {
   o = Small("broadcast", 2);
   o.backend = "nccl";
   EXPECT_NE(RunCommBench(o).status().message().find("all_reduce and all_gather"), std::string::npos);
+  o = Small("all_gather", 2);
+  o.backend = "oneshot";
+  EXPECT_NE(RunCommBench(o).status().message().find("--backend oneshot runs all_reduce"), std::string::npos);
+  // The table compares one-shot with NCCL: it needs both.
+  o = Small("all_reduce", 2);
+  o.allreduce_table = "table.json";
+  EXPECT_NE(RunCommBench(o).status().message().find("--allreduce-table compares one-shot with NCCL"),
+            std::string::npos);
 }
 
 TEST(CommBench, DeviceBackendsWithoutAUsableGpuSayWhy) {
   auto probe = ProbeCudaBackend();
   if (probe.ok()) GTEST_SKIP() << "a GPU is usable here; the device check runs the device backends";
-  for (const char* backend : {"nccl", "rank-order"}) {
+  for (const char* backend : {"nccl", "rank-order", "oneshot"}) {
     CommBenchOptions o = Small("all_reduce", 2);
     o.backend = backend;
     auto report = RunCommBench(o);

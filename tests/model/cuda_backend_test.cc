@@ -84,5 +84,28 @@ TEST(EngineOnCuda, WithoutAUsableGpuTheEngineSaysWhyInsteadOfFallingBack) {
   EXPECT_THAT(unresolved.status().message(), HasSubstr("resolved"));
 }
 
+TEST(EngineOnCuda, TheAllReduceChoiceIsCheckedBeforeAnyGpuIsTouched) {
+  EngineOptions options{.device = DeviceKind::kCpu, .tp = 2, .block_size = 4};
+  options.allreduce = "oneshot";  // the CPU communicator already sums in rank order
+  auto cpu = Engine::Create(testing::TinyModel(), options);
+  ASSERT_FALSE(cpu.ok());
+  EXPECT_THAT(cpu.status().message(), HasSubstr("--allreduce oneshot"));
+  options.allreduce = "ring";
+  auto unknown = Engine::Create(testing::TinyModel(), options);
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_THAT(unknown.status().message(), HasSubstr("--allreduce 'ring'"));
+  // auto on the CPU is harmless: the CPU backend serves.
+  options.allreduce = "auto";
+  EXPECT_TRUE(Engine::Create(testing::TinyModel(), options).ok());
+  // A broken table is named before the GPU probe, so it is reported on any machine.
+  testing::TempDir dir;
+  testing::WriteFile(dir.file("table.json"), "[]");
+  options.device = DeviceKind::kCuda;
+  options.allreduce_table = dir.file("table.json");
+  auto bad_table = Engine::Create(testing::TinyModel(), options);
+  ASSERT_FALSE(bad_table.ok());
+  EXPECT_THAT(bad_table.status().message(), HasSubstr("table.json"));
+}
+
 }  // namespace
 }  // namespace tpserve

@@ -40,9 +40,11 @@ const ModelDirectory& SmallModel() {
 }
 
 std::unique_ptr<Engine> MakeCudaEngine(int tp, bool share_gpu = false, bool return_logits = true,
-                                       const ModelDirectory& model = testing::TinyModel()) {
+                                       const ModelDirectory& model = testing::TinyModel(),
+                                       const std::string& allreduce = "nccl") {
   EngineOptions options{.device = DeviceKind::kCuda, .tp = tp, .block_size = 4, .kv_cache_blocks = 512,
                         .share_gpu = share_gpu, .return_logits = return_logits};
+  options.allreduce = allreduce;
   auto engine = Engine::Create(model, options);
   EXPECT_TRUE(engine.ok()) << engine.status().ToString();
   return engine.ok() ? std::move(engine).value() : nullptr;
@@ -163,6 +165,25 @@ TEST(CudaEngine, TensorParallelRanksSharingOneGpuMatchTp1) {
     ASSERT_TRUE(result.ok()) << result.status().ToString();
     ASSERT_EQ(result->trace.ranks.size(), static_cast<size_t>(tp));
     EXPECT_GT(result->trace.ranks[1].CommNs(), 0);
+  }
+}
+
+// The one-shot kernel sums in rank order, as the rank-order communicator does, and its fused
+// residual add + RMSNorm shares AddRmsNorm's reduction: the same bits at every step.
+TEST(CudaEngine, OneShotAllReduceFusedWithTheNormGivesTheRankOrderBits) {
+  SKIP_WITHOUT_GPU();
+  const std::vector<int32_t> forced = {11, 12, 13, 14, 15, 16};
+  for (int tp : {2, 4}) {
+    auto rank_order = MakeCudaEngine(tp, /*share_gpu=*/true);
+    auto oneshot = MakeCudaEngine(tp, /*share_gpu=*/true, true, testing::TinyModel(), "oneshot");
+    ASSERT_NE(rank_order, nullptr);
+    ASSERT_NE(oneshot, nullptr);
+    const auto want = testing::RunForced(*rank_order, Prompts()[0], forced);
+    const auto got = testing::RunForced(*oneshot, Prompts()[0], forced);
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t step = 0; step < got.size(); ++step) {
+      EXPECT_EQ(got[step], want[step]) << "TP=" << tp << " step " << step;
+    }
   }
 }
 

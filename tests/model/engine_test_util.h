@@ -12,17 +12,18 @@
 
 namespace tpserve::testing {
 
-// The `tiny` preset (8 heads over 2 KV heads, Llama-3 vocabulary), made once.
+// The `tiny` preset (8 heads over 2 KV heads, Llama-3 vocabulary), made once per test process
+// and removed when it exits (ctest runs every test in a process of its own: a directory left
+// behind by each would fill the disk).
 inline const ModelDirectory& TinyModel() {
-  static TempDir* dir = nullptr;
+  static TempDir dir;
   static std::unique_ptr<ModelDirectory> model;
   if (!model) {
-    dir = new TempDir();  // lives for the whole test binary
-    MakeModelOptions options{.out_dir = dir->path().string(), .preset = "tiny",
+    MakeModelOptions options{.out_dir = dir.path().string(), .preset = "tiny",
                              .tokenizer = "llama3", .assets_dir = AssetsDir(), .seed = 7};
     Status made = MakeModel(options);
     EXPECT_TRUE(made.ok()) << made.ToString();
-    auto opened = OpenModelDirectory(dir->path().string());
+    auto opened = OpenModelDirectory(dir.path().string());
     EXPECT_TRUE(opened.ok()) << opened.status().ToString();
     model = std::make_unique<ModelDirectory>(std::move(opened).value());
   }
