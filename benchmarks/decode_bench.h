@@ -28,6 +28,9 @@ struct DecodeBenchOptions {
   bool share_gpu = false;                // CUDA: every rank on GPU 0 (TP > 1 on a one-GPU machine)
   std::string allreduce = "nccl";        // CUDA: --allreduce nccl|oneshot|auto, as serve's
   std::string allreduce_table;
+  // CUDA: decode steps replay CUDA graphs; only the engine's first step is timed per op, so the
+  // breakdown columns then come from eager steps alone and the step time from the graphs.
+  bool cuda_graphs = false;
   int collective_timeout_ms = 60000;     // the engine's (0: no timeouts; the safety-net benchmark)
   std::vector<cpu::LinearKernel> kernels = {cpu::BestLinearKernel()};  // compared in one run
   bool json = false;

@@ -43,6 +43,9 @@ class DeviceCommunicator {
                                      float* /*y*/, int /*rows*/, int /*n*/, float /*eps*/, void* /*stream*/) {
     return Unimplemented(name() + " does not fuse the residual add and RMSNorm into its AllReduce");
   }
+  // Whether a CUDA graph can capture this communicator's AllReduces of `reduce_bytes` and
+  // AllGathers of `gather_bytes` (no host synchronisation inside the calls).
+  virtual bool CanCapture(size_t /*reduce_bytes*/, size_t /*gather_bytes*/) const { return true; }
   // Whether the communicator has failed asynchronously (NCCL's ncclCommGetAsyncError); Ok while
   // healthy. Called while a rank waits for its stream, so that a broken peer is seen.
   virtual Status AsyncError() = 0;

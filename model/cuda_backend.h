@@ -42,6 +42,9 @@ struct CudaGroupOptions {
   // fused with the residual add and RMSNorm; 0: all over NCCL (or rank-order with share_gpu).
   // Decided on the host from --allreduce (comm/allreduce_choice.h).
   size_t oneshot_max_bytes = 0;
+  // CUDA graphs for decode steps of up to cuda_graph_max_batch sequences (--cuda-graphs on).
+  bool cuda_graphs = false;
+  int cuda_graph_max_batch = 128;
   int block_size = 16;
   int kv_cache_blocks = 0;      // > 0: exactly this many KV blocks
   int64_t kv_cache_bytes = 0;   // > 0: this many bytes of KV cache, all ranks together

@@ -47,6 +47,9 @@ Result<std::unique_ptr<Engine>> Engine::Create(const ModelDirectory& model,
     return InvalidArgument("--allreduce oneshot chooses among the CUDA backend's AllReduces; the CPU backend's "
                            "communicator already sums in rank order (use --device cuda, or leave --allreduce out)");
   }
+  if (options.device == DeviceKind::kCpu && options.cuda_graphs) {
+    return InvalidArgument("--cuda-graphs on replays decode steps on a GPU; this engine runs on the CPU");
+  }
   std::unique_ptr<Engine> engine(new Engine(c, options));
   RETURN_IF_ERROR(options.device == DeviceKind::kCuda ? engine->CreateCudaRanks(model) : engine->CreateCpuRanks(model));
   for (int r = 0; r < static_cast<int>(engine->ranks_.size()); ++r) {
@@ -150,6 +153,10 @@ Status Engine::CreateCudaRanks(const ModelDirectory& model) {
   ASSIGN_OR_RETURN(AllReduceMode mode, ParseAllReduceMode(options.allreduce));
   ASSIGN_OR_RETURN(AllReduceDecision allreduce, DecideAllReduce(mode, options.allreduce_table, options.tp));
   if (options.tp > 1) spdlog::info("{}", allreduce.reason);
+  if (options.cuda_graphs && options.trace && options.trace_every <= 1) {
+    spdlog::warn("--cuda-graphs on, but every step is timed per op (--trace-every 1): those steps run eagerly; "
+                 "--trace-every N replays the N - 1 untimed steps of each N from graphs");
+  }
   ASSIGN_OR_RETURN(CudaProbe probe, ProbeCudaBackend());
   const GroupMembership& membership = options.group;
   std::string nccl_unique_id;
@@ -177,6 +184,8 @@ Status Engine::CreateCudaRanks(const ModelDirectory& model) {
       .nccl_unique_id = nccl_unique_id,
       .share_gpu = options.share_gpu,
       .oneshot_max_bytes = allreduce.oneshot_max_bytes,
+      .cuda_graphs = options.cuda_graphs,
+      .cuda_graph_max_batch = options.cuda_graph_max_batch,
       .block_size = options.block_size,
       .kv_cache_blocks = options.kv_cache_blocks,
       .kv_cache_bytes = static_cast<int64_t>(options.kv_cache_mb) << 20,

@@ -38,6 +38,10 @@ struct EngineOptions {
   // CUDA: nccl | oneshot | auto, and auto's table (comm/allreduce_choice.h).
   std::string allreduce = "nccl";
   std::string allreduce_table;
+  // CUDA: replay decode steps of up to cuda_graph_max_batch sequences from CUDA graphs (the steps
+  // timed per op, see trace_every, run eagerly).
+  bool cuda_graphs = false;
+  int cuda_graph_max_batch = 128;
   // A rank that waits this long for its peers in one collective fails the step (CPU: every wait
   // of the in-process communicator; CUDA: the step), and the engine fails (model/engine.h). 0: never.
   int collective_timeout_ms = 60000;

@@ -12,7 +12,8 @@
 # continuations, TP=2/4 on the one GPU, batch invariance); `tpserve devices`; generate on a dummy
 # tiny model at TP=1 and TP=2 sharing the GPU; bench-comm over NCCL (1 rank) and the rank-order
 # communicator and the one-shot AllReduce at 2/4/8 ranks sharing the GPU; bench-decode on the
-# small model (TP=1, and TP=2 sharing the GPU over rank-order and over one-shot + fused norm) and on llama-3-8b dummy weights (TP=1, batch 1/8/32), next to the GPU's read
+# small model (TP=1 eager and from CUDA graphs, and TP=2 sharing the GPU over rank-order and over
+# one-shot + fused norm) and on llama-3-8b dummy weights (TP=1, batch 1/8/32), next to the GPU's read
 # bandwidth measured in the same run; bench_cuda_gemm (the batch-invariant GEMM algorithms against
 # cuBLASLt's per-token-count picks, llama-3-8b shapes).
 set -uo pipefail
@@ -101,6 +102,8 @@ for ranks in 2 4 8; do
 done
 stage bench_decode_small 180 "$BUNDLE/tpserve" bench-decode --model small --load-format dummy --device cuda \
   --tp 1 --batch 1,8,32 --context 128 --steps 32 --json
+stage bench_decode_small_graphs 180 "$BUNDLE/tpserve" bench-decode --model small --load-format dummy --device cuda \
+  --tp 1 --batch 1,8,32 --context 128 --steps 32 --cuda-graphs on --json
 stage bench_decode_small_tp2_shared 180 "$BUNDLE/tpserve" bench-decode --model small --load-format dummy \
   --device cuda --share-gpu --tp 2 --batch 1,32 --context 128 --steps 32 --json
 stage bench_decode_small_tp2_shared_oneshot 180 "$BUNDLE/tpserve" bench-decode --model small --load-format dummy \

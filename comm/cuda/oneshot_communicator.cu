@@ -79,10 +79,11 @@ __device__ PeerInputs BuffersOf(const Peers& p) {
   return inputs;
 }
 
-// out = the rank-order sum of every rank's input, [count] elements split into gridDim.x ranges.
-template <typename T>
-__global__ void __launch_bounds__(kThreads)
-    OneShotAllReduceKernel(Peers p, const T* input, T* out, size_t count) {
+// The element-wise collectives, [count] elements split into gridDim.x ranges: block b publishes
+// its range of `input` in this rank's buffer, meets its peers, calls read(i) for every element i of
+// its range, and meets them again before its buffer may be refilled.
+template <typename T, typename Read>
+__device__ void OverRanges(const Peers& p, const T* input, size_t count, Read read) {
   const int block = blockIdx.x;
   const uint32_t epoch = p.signals[p.rank]->epoch[block] + 1;
   const size_t per_block = (count + gridDim.x - 1) / gridDim.x;
@@ -91,11 +92,27 @@ __global__ void __launch_bounds__(kThreads)
   T* mine = static_cast<T*>(p.buffers[p.rank]);
   for (size_t i = begin + threadIdx.x; i < end; i += kThreads) mine[i] = input[i];
   if (!Barrier(p, block, kInputsWritten, epoch)) return;
-  const PeerInputs inputs = BuffersOf(p);
-  for (size_t i = begin + threadIdx.x; i < end; i += kThreads)
-    out[i] = static_cast<T>(RankOrderSum<T>(inputs, p.ranks, i));
+  for (size_t i = begin + threadIdx.x; i < end; i += kThreads) read(i);
   if (!Barrier(p, block, kPeersRead, epoch)) return;
   if (threadIdx.x == 0) p.signals[p.rank]->epoch[block] = epoch;
+}
+
+// out[i] = the rank-order sum of every rank's input[i].
+template <typename T>
+__global__ void __launch_bounds__(kThreads)
+    OneShotAllReduceKernel(Peers p, const T* input, T* out, size_t count) {
+  const PeerInputs inputs = BuffersOf(p);
+  OverRanges(p, input, count,
+             [&](size_t i) { out[i] = static_cast<T>(RankOrderSum<T>(inputs, p.ranks, i)); });
+}
+
+// out[r * count + i] = rank r's input[i].
+template <typename T>
+__global__ void __launch_bounds__(kThreads)
+    OneShotAllGatherKernel(Peers p, const T* input, T* out, size_t count) {
+  OverRanges(p, input, count, [&](size_t i) {
+    for (int r = 0; r < p.ranks; ++r) out[r * count + i] = static_cast<const T*>(p.buffers[r])[i];
+  });
 }
 
 // The fused form, rows split over blocks: residual += sum; y = RmsNorm(residual) * weight, each
@@ -181,7 +198,25 @@ class OneShotCommunicator final : public DeviceCommunicator {
 
   Status AllGather(const void* input, void* output, size_t count, DeviceDtype dtype,
                    void* stream) override {
-    return fallback_->AllGather(input, output, count, dtype, stream);
+    if (count * DeviceDtypeBytes(dtype) > group_->capacity) {
+      return fallback_->AllGather(input, output, count, dtype, stream);
+    }
+    if (count == 0) return Status::Ok();
+    const unsigned blocks = BlocksFor(count);
+    auto s = static_cast<cudaStream_t>(stream);
+    if (dtype == DeviceDtype::kF32) {
+      OneShotAllGatherKernel<float><<<blocks, kThreads, 0, s>>>(
+          peers_, static_cast<const float*>(input), static_cast<float*>(output), count);
+    } else {
+      OneShotAllGatherKernel<uint16_t><<<blocks, kThreads, 0, s>>>(
+          peers_, static_cast<const uint16_t*>(input), static_cast<uint16_t*>(output), count);
+    }
+    return LaunchStatus("one-shot AllGather");
+  }
+
+  bool CanCapture(size_t reduce_bytes, size_t gather_bytes) const override {
+    const bool fits = reduce_bytes <= group_->capacity && gather_bytes <= group_->capacity;
+    return fits || fallback_->CanCapture(reduce_bytes, gather_bytes);
   }
 
   bool FusesAddRmsNorm(size_t count) const override {

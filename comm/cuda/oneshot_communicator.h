@@ -8,8 +8,9 @@
 // (../shared/ANCHORS.md).
 //
 // Needs peer access between every pair of GPUs (NVLink, or PCIe P2P); ranks may share a GPU (the
-// test placement). Messages over `capacity_bytes`, and every AllGather, go to the fallback
-// communicator (NCCL, or rank-order for ranks sharing a GPU). A rank that waits longer than
+// test placement). AllGather works the same way (each rank copies every peer's buffer). Messages
+// over `capacity_bytes` go to the fallback communicator (NCCL, or rank-order for ranks sharing a
+// GPU). A rank that waits longer than
 // `timeout` for a peer breaks the group: AsyncError reports who waited for whom. Module-internal.
 #pragma once
 

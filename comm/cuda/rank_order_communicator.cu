@@ -118,6 +118,8 @@ class RankOrderCommunicator final : public DeviceCommunicator {
     return FinishReading(s);
   }
 
+  // Its host barriers cannot be captured.
+  bool CanCapture(size_t, size_t) const override { return false; }
   Status AsyncError() override { return Status::Ok(); }  // failures surface at the barriers
   void Abort() override { shared_->Abort(); }
 

@@ -89,6 +89,7 @@ __global__ void SiluMulRowsKernel(const float* gate_up, uint16_t* out, int n) {
 
 __global__ void WriteKvKernel(const float* qkv, int row_stride, int k_offset, int v_offset, int kv_width,
                               const int32_t* slots, float* key_cache, float* value_cache) {
+  if (slots[blockIdx.x] < 0) return;  // a CUDA graph's padding row
   const float* row = qkv + static_cast<size_t>(blockIdx.x) * row_stride;
   const size_t slot = static_cast<size_t>(slots[blockIdx.x]) * kv_width;
   for (int i = threadIdx.x; i < kv_width; i += blockDim.x) {

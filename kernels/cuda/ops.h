@@ -55,7 +55,8 @@ Status ApplyRopeStrided(float* x, int row_stride, int offset, const int32_t* pos
 
 // Writes each token's keys and values into its KV slot (PackedStep::slot_mapping).
 //   qkv: [tokens, row_stride] f32, keys at column k_offset, values at v_offset, `kv_width` each;
-//   slots: [tokens] int32; key_cache, value_cache: [slots, kv_width] f32.
+//   slots: [tokens] int32, -1 for a row that writes nothing (padding); key_cache, value_cache:
+//   [slots, kv_width] f32.
 Status WriteKv(const float* qkv, int row_stride, int k_offset, int v_offset, int kv_width, const int32_t* slots,
                float* key_cache, float* value_cache, int tokens, void* stream);
 

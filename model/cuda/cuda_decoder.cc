@@ -18,31 +18,36 @@
 namespace tpserve::cuda {
 namespace {
 
-const uint16_t* Bf16(const DeviceBuffer& b) { return b.get<uint16_t>(); }
-const float* F32(const DeviceBuffer& b) { return b.bytes() ? b.get<float>() : nullptr; }
+const uint16_t* Bf16(const DeviceBuffer& b) {
+  return b.get<uint16_t>();
+}
+const float* F32(const DeviceBuffer& b) {
+  return b.bytes() ? b.get<float>() : nullptr;
+}
 
 }  // namespace
 
-// Per-step device buffers, grown to the largest step seen (never shrunk: no allocation in steady state).
+// Per-step device buffers, grown to the largest step seen (never shrunk: no allocation in steady
+// state).
 struct CudaDecoder::Activations {
-  DeviceBuffer step_ints;      // PackedStep::Concatenated()
-  PinnedBuffer staged_ints;    // its host copy
-  DeviceBuffer x;              // [T, hidden] f32: the residual stream
-  DeviceBuffer normed;         // [T, hidden] f32
-  DeviceBuffer normed_bf16;    // [T, hidden] bf16
-  DeviceBuffer qkv;            // [T, q_local + 2 * kv_local] f32
-  DeviceBuffer attn;           // [T, q_local] f32
-  DeviceBuffer attn_bf16;      // [T, q_local] bf16
-  DeviceBuffer proj;           // [T, hidden] f32: the row-parallel outputs (AllReduce'd)
-  DeviceBuffer gate_up;        // [T, 2 * ffn_local] f32
-  DeviceBuffer act_bf16;       // [T, ffn_local] bf16
-  DeviceBuffer attn_scratch;   // PagedAttentionScratchFloats
-  DeviceBuffer last;           // [R, hidden] f32: the final norm of the rows that want logits
-  DeviceBuffer last_bf16;      // [R, hidden] bf16
-  DeviceBuffer local_logits;   // [R, vocab_local] f32
-  DeviceBuffer gathered;       // [tp, R, vocab_local] f32
-  PinnedBuffer host_logits;    // the logits rank 0 reads back
-  DeviceBuffer tokens;         // [R] int32: rank 0's greedy picks
+  DeviceBuffer step_ints;     // PackedStep::Concatenated()
+  PinnedBuffer staged_ints;   // its host copy
+  DeviceBuffer x;             // [T, hidden] f32: the residual stream
+  DeviceBuffer normed;        // [T, hidden] f32
+  DeviceBuffer normed_bf16;   // [T, hidden] bf16
+  DeviceBuffer qkv;           // [T, q_local + 2 * kv_local] f32
+  DeviceBuffer attn;          // [T, q_local] f32
+  DeviceBuffer attn_bf16;     // [T, q_local] bf16
+  DeviceBuffer proj;          // [T, hidden] f32: the row-parallel outputs (AllReduce'd)
+  DeviceBuffer gate_up;       // [T, 2 * ffn_local] f32
+  DeviceBuffer act_bf16;      // [T, ffn_local] bf16
+  DeviceBuffer attn_scratch;  // PagedAttentionScratchFloats
+  DeviceBuffer last;          // [R, hidden] f32: the final norm of the rows that want logits
+  DeviceBuffer last_bf16;     // [R, hidden] bf16
+  DeviceBuffer local_logits;  // [R, vocab_local] f32
+  DeviceBuffer gathered;      // [tp, R, vocab_local] f32
+  PinnedBuffer host_logits;   // the logits rank 0 reads back
+  DeviceBuffer tokens;        // [R] int32: rank 0's greedy picks
   PinnedBuffer host_tokens;
 };
 
@@ -51,6 +56,7 @@ class CudaDecoder::Timeline {
  public:
   explicit Timeline(bool trace) : trace_(trace) {}
   void set_trace(bool on) { trace_ = on; }
+  bool tracing() const { return trace_; }
   ~Timeline() {
     for (cudaEvent_t event : events_) cudaEventDestroy(event);
   }
@@ -88,7 +94,8 @@ class CudaDecoder::Timeline {
   // After the stream finished: the RankTrace (every op when tracing, else only the total).
   RankTrace Trace(int rank) const {
     std::vector<EventSpan> spans;
-    for (const Span& s : spans_) spans.push_back({s.op, s.layer, s.bytes, Elapsed(s.before), Elapsed(s.after)});
+    for (const Span& s : spans_)
+      spans.push_back({s.op, s.layer, s.bytes, Elapsed(s.before), Elapsed(s.after)});
     RankTrace trace = RankTraceFromEvents(rank, spans);
     trace.total_ns = static_cast<int64_t>(static_cast<double>(Elapsed(end_)) * 1e6);
     return trace;
@@ -123,8 +130,8 @@ class CudaDecoder::Timeline {
   int used_ = 0, start_ = 0, end_ = 0;
 };
 
-CudaDecoder::CudaDecoder(const ModelConfig& config, const RankShape& shape, std::unique_ptr<DeviceCommunicator> comm,
-                         const CudaRankOptions& options)
+CudaDecoder::CudaDecoder(const ModelConfig& config, const RankShape& shape,
+                         std::unique_ptr<DeviceCommunicator> comm, const CudaRankOptions& options)
     : config_(config),
       shape_(shape),
       comm_(std::move(comm)),
@@ -136,31 +143,53 @@ CudaDecoder::~CudaDecoder() {
   cudaSetDevice(options_.device);
   if (stream_ != nullptr) cudaStreamSynchronize(static_cast<cudaStream_t>(stream_));
   timeline_.reset();
+  for (auto& [key, exec] : graphs_) cudaGraphExecDestroy(exec);
   if (finished_ != nullptr) cudaEventDestroy(finished_);
   if (stream_ != nullptr) cudaStreamDestroy(static_cast<cudaStream_t>(stream_));
 }
 
-Result<std::unique_ptr<CudaDecoder>> CudaDecoder::Create(const ModelConfig& config, const RankWeights& weights,
+Result<std::unique_ptr<CudaDecoder>> CudaDecoder::Create(const ModelConfig& config,
+                                                         const RankWeights& weights,
                                                          std::unique_ptr<DeviceCommunicator> comm,
                                                          const CudaRankOptions& options) {
-  RETURN_IF_ERROR(CudaStatus(cudaSetDevice(options.device), "cudaSetDevice(" + std::to_string(options.device) + ")"));
-  std::unique_ptr<CudaDecoder> decoder(new CudaDecoder(config, weights.shape, std::move(comm), options));
+  RETURN_IF_ERROR(CudaStatus(cudaSetDevice(options.device),
+                             "cudaSetDevice(" + std::to_string(options.device) + ")"));
+  std::unique_ptr<CudaDecoder> decoder(
+      new CudaDecoder(config, weights.shape, std::move(comm), options));
   cudaStream_t stream = nullptr;
-  RETURN_IF_ERROR(CudaStatus(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate"));
+  RETURN_IF_ERROR(
+      CudaStatus(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate"));
   decoder->stream_ = stream;
-  RETURN_IF_ERROR(CudaStatus(cudaEventCreateWithFlags(&decoder->finished_, cudaEventDisableTiming), "event"));
+  RETURN_IF_ERROR(
+      CudaStatus(cudaEventCreateWithFlags(&decoder->finished_, cudaEventDisableTiming), "event"));
   RETURN_IF_ERROR(decoder->Upload(weights));
 
   constexpr size_t kWorkspaceBytes = 32u << 20;  // cuBLASLt's recommendation for Hopper
   ASSIGN_OR_RETURN(decoder->blas_, BlasContext::Create(kWorkspaceBytes));
   const RankShape& s = weights.shape;
-  const int h = config.hidden_size, q_width = s.heads * s.head_dim, kv_width = s.kv_heads * s.head_dim;
+  const int h = config.hidden_size, q_width = s.heads * s.head_dim,
+            kv_width = s.kv_heads * s.head_dim;
   const int max = options.max_tokens;
-  ASSIGN_OR_RETURN(decoder->qkv_, Bf16Linear::Create(*decoder->blas_, q_width + 2 * kv_width, h, max));
+  ASSIGN_OR_RETURN(decoder->qkv_,
+                   Bf16Linear::Create(*decoder->blas_, q_width + 2 * kv_width, h, max));
   ASSIGN_OR_RETURN(decoder->o_, Bf16Linear::Create(*decoder->blas_, h, q_width, max));
   ASSIGN_OR_RETURN(decoder->gate_up_, Bf16Linear::Create(*decoder->blas_, 2 * s.ffn, h, max));
   ASSIGN_OR_RETURN(decoder->down_, Bf16Linear::Create(*decoder->blas_, h, s.ffn, max));
   ASSIGN_OR_RETURN(decoder->lm_head_, Bf16Linear::Create(*decoder->blas_, s.vocab, h, max));
+  if (options.cuda_graphs) {
+    const int max_context =
+        config.max_position_embeddings > 0
+            ? std::min(options.graph_max_context, config.max_position_embeddings)
+            : options.graph_max_context;
+    decoder->graph_batches_ = CudaGraphBatchSizes(std::min(options.graph_max_batch, max));
+    decoder->graph_contexts_ = CudaGraphContextSizes((max_context + options.block_size - 1) /
+                                                     options.block_size * options.block_size);
+    if (decoder->graph_batches_.empty() || decoder->graph_contexts_.empty()) {
+      return InvalidArgument(
+          "--cuda-graph-max-batch and the model's context leave no graph to capture");
+    }
+    RETURN_IF_ERROR(decoder->PrepareGraphBuffers());
+  }
   return Result<std::unique_ptr<CudaDecoder>>(std::move(decoder));
 }
 
@@ -168,7 +197,8 @@ Status CudaDecoder::Upload(const RankWeights& weights) {
   auto upload = [&](DeviceBuffer* to, const HostTensor& from, const std::string& what) -> Status {
     if (from.bytes.empty()) return Status::Ok();
     weight_bytes_ += from.bytes.size();
-    return to->Upload(from.bytes.data(), from.bytes.size(), "rank " + std::to_string(shape_.rank) + " " + what);
+    return to->Upload(from.bytes.data(), from.bytes.size(),
+                      "rank " + std::to_string(shape_.rank) + " " + what);
   };
   RETURN_IF_ERROR(upload(&embed_, weights.embed, "embed"));
   RETURN_IF_ERROR(upload(&final_norm_, weights.final_norm, "final norm"));
@@ -190,14 +220,17 @@ Status CudaDecoder::Upload(const RankWeights& weights) {
   return inv_freq_.Upload(inv_freq.data(), inv_freq.size() * sizeof(double), "RoPE frequencies");
 }
 
-void CudaDecoder::set_trace(bool on) { timeline_->set_trace(on); }
+void CudaDecoder::set_trace(bool on) {
+  timeline_->set_trace(on);
+}
 
 Status CudaDecoder::AllocateKvCache(int num_blocks) {
   RETURN_IF_ERROR(CudaStatus(cudaSetDevice(options_.device), "cudaSetDevice"));
-  const size_t bytes = static_cast<size_t>(num_blocks) * options_.block_size * shape_.kv_heads * shape_.head_dim *
-                       sizeof(float);
+  const size_t bytes = static_cast<size_t>(num_blocks) * options_.block_size * shape_.kv_heads *
+                       shape_.head_dim * sizeof(float);
   for (size_t i = 0; i < layers_.size(); ++i) {
-    const std::string what = "rank " + std::to_string(shape_.rank) + " KV cache of layer " + std::to_string(i);
+    const std::string what =
+        "rank " + std::to_string(shape_.rank) + " KV cache of layer " + std::to_string(i);
     RETURN_IF_ERROR(layers_[i].keys.Reserve(bytes, what));
     RETURN_IF_ERROR(layers_[i].values.Reserve(bytes, what));
   }
@@ -213,7 +246,8 @@ Status CudaDecoder::WaitForStream() {
   for (int spins = 0;; ++spins) {
     const cudaError_t query = cudaEventQuery(finished_);
     if (query == cudaSuccess) return Status::Ok();
-    if (query != cudaErrorNotReady) return CudaStatus(query, "rank " + std::to_string(shape_.rank) + " step");
+    if (query != cudaErrorNotReady)
+      return CudaStatus(query, "rank " + std::to_string(shape_.rank) + " step");
     const auto now = std::chrono::steady_clock::now();
     if (comm_ != nullptr && now >= next_comm_check) {
       Status comm = comm_->AsyncError();
@@ -225,10 +259,11 @@ Status CudaDecoder::WaitForStream() {
     }
     if (now - start > options_.wait_timeout) {
       if (comm_ != nullptr) comm_->Abort();
-      return Status(StatusCode::kDeadlineExceeded,
-                    "rank " + std::to_string(shape_.rank) + " on cuda:" + std::to_string(options_.device) +
-                        ": the step did not finish within " + std::to_string(options_.wait_timeout.count()) +
-                        " ms (a stalled collective or kernel); the communicator was aborted");
+      return Status(
+          StatusCode::kDeadlineExceeded,
+          "rank " + std::to_string(shape_.rank) + " on cuda:" + std::to_string(options_.device) +
+              ": the step did not finish within " + std::to_string(options_.wait_timeout.count()) +
+              " ms (a stalled collective or kernel); the communicator was aborted");
     }
     // Decode steps take milliseconds: yield first, then sleep briefly.
     if (spins < 2000) {
@@ -239,68 +274,218 @@ Status CudaDecoder::WaitForStream() {
   }
 }
 
-Status CudaDecoder::Forward(const StepPlan& plan, std::vector<float>* logits, RankTrace* trace) {
-  RETURN_IF_ERROR(CudaStatus(cudaSetDevice(options_.device), "cudaSetDevice"));
-  if (kv_blocks_ == 0) return FailedPrecondition("rank " + std::to_string(shape_.rank) + ": no KV cache allocated");
-  ASSIGN_OR_RETURN(PackedStep packed, PackStep(plan, options_.block_size));
-  const int T = packed.num_tokens, S = packed.num_sequences, W = packed.block_table_width;
-  const int R = static_cast<int>(packed.logit_tokens.size());
-  if (T > options_.max_tokens) {
-    return InvalidArgument("step " + std::to_string(plan.step_id) + " has " + std::to_string(T) +
-                           " tokens; the CUDA backend takes at most " + std::to_string(options_.max_tokens));
-  }
-  for (int32_t block : packed.block_tables) {
-    if (block >= kv_blocks_) return InvalidArgument("KV block " + std::to_string(block) + " is out of range");
-  }
-  const int max_context = T ? *std::max_element(packed.context_lengths.begin(), packed.context_lengths.end()) : 0;
+Status CudaDecoder::ReserveActivations(Activations& a, const StepDims& d, bool copy_logits) {
   const RankShape& s = shape_;
-  const int h = config_.hidden_size, q_width = s.heads * s.head_dim, kv_width = s.kv_heads * s.head_dim;
-  const int qkv_width = q_width + 2 * kv_width;
-  const float eps = static_cast<float>(config_.rms_norm_eps);
-  auto stream = static_cast<cudaStream_t>(stream_);
-  Activations& a = *act_;
-
-  // Buffers for this step's shape (grown once, then reused).
+  const int h = config_.hidden_size, q_width = s.heads * s.head_dim,
+            kv_width = s.kv_heads * s.head_dim;
+  const int T = d.tokens, R = std::max(d.logit_rows, 1);
   const size_t f32 = sizeof(float), bf16 = sizeof(uint16_t);
   RETURN_IF_ERROR(a.x.Reserve(f32 * T * h, "activations"));
   RETURN_IF_ERROR(a.normed.Reserve(f32 * T * h, "activations"));
   RETURN_IF_ERROR(a.normed_bf16.Reserve(bf16 * T * h, "activations"));
-  RETURN_IF_ERROR(a.qkv.Reserve(f32 * T * qkv_width, "activations"));
+  RETURN_IF_ERROR(a.qkv.Reserve(f32 * T * (q_width + 2 * kv_width), "activations"));
   RETURN_IF_ERROR(a.attn.Reserve(f32 * T * q_width, "activations"));
   RETURN_IF_ERROR(a.attn_bf16.Reserve(bf16 * T * q_width, "activations"));
   RETURN_IF_ERROR(a.proj.Reserve(f32 * T * h, "activations"));
   RETURN_IF_ERROR(a.gate_up.Reserve(f32 * T * 2 * s.ffn, "activations"));
   RETURN_IF_ERROR(a.act_bf16.Reserve(bf16 * T * s.ffn, "activations"));
-  RETURN_IF_ERROR(a.attn_scratch.Reserve(f32 * PagedAttentionScratchFloats(T, s.heads, s.head_dim, max_context),
-                                         "attention scratch"));
-  RETURN_IF_ERROR(a.last.Reserve(f32 * std::max(R, 1) * h, "activations"));
-  RETURN_IF_ERROR(a.last_bf16.Reserve(bf16 * std::max(R, 1) * h, "activations"));
-  RETURN_IF_ERROR(a.local_logits.Reserve(f32 * std::max(R, 1) * s.vocab, "logits"));
-  RETURN_IF_ERROR(a.gathered.Reserve(f32 * s.tp * std::max(R, 1) * s.vocab, "logits"));
-
-  // The step's arrays in one host-to-device copy (rank 0 adds its sampling bans).
-  std::vector<int32_t> ints = packed.Concatenated();
-  const bool rank0 = s.rank == 0;
-  bool all_on_device = false;
-  device_tokens_.clear();
-  if (rank0) {
-    const DeviceSamplingPlan sampling = PlanDeviceSampling(plan, config_.eos_token_ids, config_.vocab_size);
-    all_on_device = sampling.all_on_device();
-    for (int32_t on : sampling.on_device) device_tokens_.push_back(on ? 0 : -1);  // filled in after the step
-    ints.insert(ints.end(), sampling.banned_offsets.begin(), sampling.banned_offsets.end());
-    ints.insert(ints.end(), sampling.banned_ids.begin(), sampling.banned_ids.end());
+  RETURN_IF_ERROR(a.attn_scratch.Reserve(
+      f32 * PagedAttentionScratchFloats(T, s.heads, s.head_dim, d.max_context),
+      "attention scratch"));
+  RETURN_IF_ERROR(a.last.Reserve(f32 * R * h, "activations"));
+  RETURN_IF_ERROR(a.last_bf16.Reserve(bf16 * R * h, "activations"));
+  RETURN_IF_ERROR(a.local_logits.Reserve(f32 * R * s.vocab, "logits"));
+  RETURN_IF_ERROR(a.gathered.Reserve(f32 * s.tp * R * s.vocab, "logits"));
+  if (s.rank == 0) {
+    RETURN_IF_ERROR(a.tokens.Reserve(sizeof(int32_t) * R, "sampled tokens"));
+    RETURN_IF_ERROR(a.host_tokens.Reserve(sizeof(int32_t) * R, "sampled tokens"));
   }
-  RETURN_IF_ERROR(a.staged_ints.Reserve(ints.size() * sizeof(int32_t), "step arrays"));
-  RETURN_IF_ERROR(a.step_ints.Reserve(std::max<size_t>(1, ints.size()) * sizeof(int32_t), "step arrays"));
+  if (copy_logits) RETURN_IF_ERROR(a.host_logits.Reserve(f32 * s.tp * R * s.vocab, "logits"));
+  return Status::Ok();
+}
+
+Status CudaDecoder::Forward(const StepPlan& plan, std::vector<float>* logits, RankTrace* trace) {
+  RETURN_IF_ERROR(CudaStatus(cudaSetDevice(options_.device), "cudaSetDevice"));
+  if (kv_blocks_ == 0)
+    return FailedPrecondition("rank " + std::to_string(shape_.rank) + ": no KV cache allocated");
+  ASSIGN_OR_RETURN(PackedStep packed, PackStep(plan, options_.block_size));
+  const int T = packed.num_tokens;
+  const int R = static_cast<int>(packed.logit_tokens.size());  // the step's own logit rows
+  if (T > options_.max_tokens) {
+    return InvalidArgument("step " + std::to_string(plan.step_id) + " has " + std::to_string(T) +
+                           " tokens; the CUDA backend takes at most " +
+                           std::to_string(options_.max_tokens));
+  }
+  for (int32_t block : packed.block_tables) {
+    if (block >= kv_blocks_)
+      return InvalidArgument("KV block " + std::to_string(block) + " is out of range");
+  }
+  const RankShape& s = shape_;
+  const bool rank0 = s.rank == 0;
+  DeviceSamplingPlan sampling;
+  if (rank0) sampling = PlanDeviceSampling(plan, config_.eos_token_ids, config_.vocab_size);
+  const bool copy_logits = rank0 && (options_.return_logits || !sampling.all_on_device());
+  device_tokens_.clear();
+  for (int32_t on : sampling.on_device)
+    device_tokens_.push_back(on ? 0 : -1);  // filled in after the step
+
+  // A pure decode step that fits a graph is padded to its bucket; the rest run eagerly.
+  GraphKey key;
+  const bool graph = ChooseGraph(packed, sampling, copy_logits, &key);
+  if (graph) RETURN_IF_ERROR(PadDecodeStep(key.batch, GraphWidth(key.context), &packed, &sampling));
+  const StepDims dims{.tokens = packed.num_tokens,
+                      .sequences = packed.num_sequences,
+                      .table_width = packed.block_table_width,
+                      .logit_rows = static_cast<int>(packed.logit_tokens.size()),
+                      .max_context = graph ? key.context
+                                     : T   ? *std::max_element(packed.context_lengths.begin(),
+                                                               packed.context_lengths.end())
+                                           : 0};
+  Activations& a = graph ? *graph_act_ : *act_;
+  if (!graph) RETURN_IF_ERROR(ReserveActivations(a, dims, copy_logits));
+
+  // The step's arrays in one host-to-device copy (rank 0 adds its sampling bans), outside any
+  // graph.
+  std::vector<int32_t> ints = packed.Concatenated();
+  ints.insert(ints.end(), sampling.banned_offsets.begin(), sampling.banned_offsets.end());
+  ints.insert(ints.end(), sampling.banned_ids.begin(), sampling.banned_ids.end());
+  if (!graph) {
+    RETURN_IF_ERROR(a.staged_ints.Reserve(ints.size() * sizeof(int32_t), "step arrays"));
+    RETURN_IF_ERROR(
+        a.step_ints.Reserve(std::max<size_t>(1, ints.size()) * sizeof(int32_t), "step arrays"));
+  }
+  auto stream = static_cast<cudaStream_t>(stream_);
   std::memcpy(a.staged_ints.get(), ints.data(), ints.size() * sizeof(int32_t));
-  RETURN_IF_ERROR(CudaStatus(cudaMemcpyAsync(a.step_ints.get(), a.staged_ints.get(), ints.size() * sizeof(int32_t),
-                                             cudaMemcpyHostToDevice, stream),
-                             "step arrays upload"));
+  RETURN_IF_ERROR(
+      CudaStatus(cudaMemcpyAsync(a.step_ints.get(), a.staged_ints.get(),
+                                 ints.size() * sizeof(int32_t), cudaMemcpyHostToDevice, stream),
+                 "step arrays upload"));
+
+  Timeline& tl = *timeline_;
+  RETURN_IF_ERROR(tl.Begin(stream));
+  if (graph) {
+    RETURN_IF_ERROR(LaunchGraph(key, dims, copy_logits));
+  } else {
+    RETURN_IF_ERROR(Enqueue(dims, a, copy_logits));
+  }
+  RETURN_IF_ERROR(tl.End(stream));
+  RETURN_IF_ERROR(WaitForStream());
+
+  // Only the step's own rows: a graph's padding rows are dropped here.
+  const int rows = dims.logit_rows;  // the stride of the host buffers
+  if (rank0) {
+    for (int row = 0; row < R; ++row) {
+      if (device_tokens_[row] >= 0) device_tokens_[row] = a.host_tokens.get<int32_t>()[row];
+    }
+  }
+  if (copy_logits) {
+    // [tp, rows, vocab_local] -> [R, vocab_padded]
+    const float* host = a.host_logits.get<float>();
+    logits->resize(static_cast<size_t>(R) * s.vocab_padded);
+    for (int r = 0; r < s.tp; ++r) {
+      for (int row = 0; row < R; ++row) {
+        std::memcpy(&(*logits)[static_cast<size_t>(row) * s.vocab_padded +
+                               static_cast<size_t>(r) * s.vocab],
+                    host + (static_cast<size_t>(r) * rows + row) * s.vocab,
+                    s.vocab * sizeof(float));
+      }
+    }
+  } else {
+    logits->clear();
+  }
+  *trace = tl.Trace(s.rank);
+  return Status::Ok();
+}
+
+bool CudaDecoder::ChooseGraph(const PackedStep& packed, const DeviceSamplingPlan& sampling,
+                              bool copy_logits, GraphKey* key) {
+  if (!options_.cuda_graphs || !graphs_off_.empty() || timeline_->tracing() ||
+      !IsPureDecode(packed))
+    return false;
+  const int batch = BucketFor(packed.num_tokens, graph_batches_);
+  const int width = packed.block_table_width;
+  const int context = BucketFor(std::max(width * options_.block_size, 1), graph_contexts_);
+  if (batch == 0 || context == 0 ||
+      sampling.banned_ids.size() > static_cast<size_t>(batch) * kGraphBansPerRow) {
+    return false;
+  }
+  const size_t reduce_bytes = static_cast<size_t>(batch) * config_.hidden_size * sizeof(float);
+  const size_t gather_bytes = static_cast<size_t>(batch) * shape_.vocab * sizeof(float);
+  if (comm_ != nullptr && !comm_->CanCapture(reduce_bytes, gather_bytes)) {
+    graphs_off_ = comm_->name() + " cannot be captured in a CUDA graph";
+    Log("rank " + std::to_string(shape_.rank) + ": CUDA graphs off: " + graphs_off_);
+    return false;
+  }
+  *key = GraphKey{.batch = batch, .context = context, .copy_logits = copy_logits};
+  return true;
+}
+
+Status CudaDecoder::PrepareGraphBuffers() {
+  if (graph_act_ != nullptr) return Status::Ok();
+  // Sized once for the largest bucket: captured graphs hold these addresses for good.
+  auto act = std::make_unique<Activations>();
+  const int batch = graph_batches_.back(), context = graph_contexts_.back();
+  const int width = GraphWidth(context);
+  const StepDims largest{.tokens = batch,
+                         .sequences = batch,
+                         .table_width = width,
+                         .logit_rows = batch,
+                         .max_context = context};
+  RETURN_IF_ERROR(ReserveActivations(*act, largest, /*copy_logits=*/shape_.rank == 0));
+  // PackedStep::Concatenated() of the largest bucket, then the bans (offsets and ids).
+  const size_t ints = static_cast<size_t>(batch) * 4 + (batch + 1) + batch +
+                      static_cast<size_t>(batch) * width + batch + (batch + 1) +
+                      static_cast<size_t>(batch) * kGraphBansPerRow;
+  RETURN_IF_ERROR(act->staged_ints.Reserve(ints * sizeof(int32_t), "graph step arrays"));
+  RETURN_IF_ERROR(act->step_ints.Reserve(ints * sizeof(int32_t), "graph step arrays"));
+  graph_act_ = std::move(act);
+  return Status::Ok();
+}
+
+Status CudaDecoder::LaunchGraph(const GraphKey& key, const StepDims& dims, bool copy_logits) {
+  auto stream = static_cast<cudaStream_t>(stream_);
+  auto found = graphs_.find(key);
+  if (found == graphs_.end()) {
+    // Capture on this rank's stream only (thread-local mode: the other ranks' threads keep issuing
+    // their own work); collectives are recorded, not run, so the ranks capture independently.
+    RETURN_IF_ERROR(CudaStatus(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal),
+                               "graph capture"));
+    const Status enqueued = Enqueue(dims, *graph_act_, copy_logits);
+    cudaGraph_t graph = nullptr;
+    const cudaError_t ended = cudaStreamEndCapture(stream, &graph);
+    cudaGraphExec_t exec = nullptr;
+    Status made = enqueued.ok() ? CudaStatus(ended, "cudaStreamEndCapture") : enqueued;
+    if (made.ok()) made = CudaStatus(cudaGraphInstantiate(&exec, graph, 0), "cudaGraphInstantiate");
+    if (graph != nullptr) cudaGraphDestroy(graph);
+    if (!made.ok()) {
+      // Eager from now on, with the same buffers (they hold the largest bucket).
+      cudaGetLastError();
+      graphs_off_ = "capturing batch " + std::to_string(key.batch) + " failed: " + made.message();
+      Log("rank " + std::to_string(shape_.rank) + ": CUDA graphs off: " + graphs_off_);
+      return Enqueue(dims, *graph_act_, copy_logits);
+    }
+    found = graphs_.emplace(key, exec).first;
+  }
+  return CudaStatus(cudaGraphLaunch(found->second, stream), "cudaGraphLaunch");
+}
+
+Status CudaDecoder::Enqueue(const StepDims& d, Activations& a, bool copy_logits) {
+  const int T = d.tokens, S = d.sequences, W = d.table_width, R = d.logit_rows,
+            max_context = d.max_context;
+  const RankShape& s = shape_;
+  const int h = config_.hidden_size, q_width = s.heads * s.head_dim,
+            kv_width = s.kv_heads * s.head_dim;
+  const int qkv_width = q_width + 2 * kv_width;
+  const float eps = static_cast<float>(config_.rms_norm_eps);
+  const size_t f32 = sizeof(float);
+  const bool rank0 = s.rank == 0;
+  auto stream = static_cast<cudaStream_t>(stream_);
   const int32_t* ids = a.step_ints.get<int32_t>();
   const int32_t* positions = ids + T;
   const int32_t* slots = positions + T;
   const int32_t* token_sequence = slots + T;
-  const int32_t* block_tables = token_sequence + T + (S + 1) + S;  // past query_start and context_lengths
+  const int32_t* block_tables =
+      token_sequence + T + (S + 1) + S;  // past query_start and context_lengths
   const int32_t* logit_tokens = block_tables + static_cast<size_t>(S) * W;
   const int32_t* banned_offsets = logit_tokens + R;  // rank 0: [R + 1], then the banned ids
   const int32_t* banned_ids = banned_offsets + R + 1;
@@ -313,13 +498,17 @@ Status CudaDecoder::Forward(const StepPlan& plan, std::vector<float>* logits, Ra
   const int64_t hidden_bytes = static_cast<int64_t>(T) * h * static_cast<int64_t>(f32);
   Timeline& tl = *timeline_;
   auto all_reduce = [&](OpKind op, int layer, float* data) -> Status {
-    return tl.Op(op, layer, hidden_bytes, stream,
-                 [&] { return comm_->AllReduceSum(data, static_cast<size_t>(T) * h, DeviceDtype::kF32, stream); });
+    return tl.Op(op, layer, hidden_bytes, stream, [&] {
+      return comm_->AllReduceSum(data, static_cast<size_t>(T) * h, DeviceDtype::kF32, stream);
+    });
   };
-  auto norm_to_bf16 = [&]() { return CastToBf16(normed, normed_bf16, static_cast<size_t>(T) * h, stream); };
+  auto norm_to_bf16 = [&]() {
+    return CastToBf16(normed, normed_bf16, static_cast<size_t>(T) * h, stream);
+  };
   // The AllReduce of a row-parallel output (`proj`), then the residual add and the next norm: one
   // kernel where the communicator fuses them (one-shot), traced as the AllReduce.
-  auto reduce_add_norm = [&](OpKind reduce, int reduce_layer, OpKind norm, int norm_layer, const float* weight,
+  auto reduce_add_norm = [&](OpKind reduce, int reduce_layer, OpKind norm, int norm_layer,
+                             const float* weight,
                              const std::function<Status()>& after_norm) -> Status {
     if (s.tp > 1 && comm_->FusesAddRmsNorm(static_cast<size_t>(T) * h)) {
       return tl.Op(reduce, reduce_layer, hidden_bytes, stream, [&] {
@@ -334,7 +523,6 @@ Status CudaDecoder::Forward(const StepPlan& plan, std::vector<float>* logits, Ra
     });
   };
 
-  RETURN_IF_ERROR(tl.Begin(stream));
   RETURN_IF_ERROR(tl.Op(OpKind::kEmbed, -1, 0, stream, [&] {
     return EmbeddingGather(Bf16(embed_), ids, x, T, h, s.vocab_begin, s.vocab, stream);
   }));
@@ -352,14 +540,14 @@ Status CudaDecoder::Forward(const StepPlan& plan, std::vector<float>* logits, Ra
       return w.bqkv.bytes() ? AddBias(qkv, F32(w.bqkv), T, qkv_width, stream) : Status::Ok();
     }));
     RETURN_IF_ERROR(tl.Op(OpKind::kRope, layer, 0, stream, [&] {
-      RETURN_IF_ERROR(ApplyRopeStrided(qkv, qkv_width, 0, positions, inv_freq_.get<double>(), T, s.heads, s.head_dim,
-                                       stream));
-      return ApplyRopeStrided(qkv, qkv_width, q_width, positions, inv_freq_.get<double>(), T, s.kv_heads, s.head_dim,
-                              stream);
+      RETURN_IF_ERROR(ApplyRopeStrided(qkv, qkv_width, 0, positions, inv_freq_.get<double>(), T,
+                                       s.heads, s.head_dim, stream));
+      return ApplyRopeStrided(qkv, qkv_width, q_width, positions, inv_freq_.get<double>(), T,
+                              s.kv_heads, s.head_dim, stream);
     }));
     RETURN_IF_ERROR(tl.Op(OpKind::kKvWrite, layer, 0, stream, [&] {
-      return WriteKv(qkv, qkv_width, q_width, q_width + kv_width, kv_width, slots, w.keys.get<float>(),
-                     w.values.get<float>(), T, stream);
+      return WriteKv(qkv, qkv_width, q_width, q_width + kv_width, kv_width, slots,
+                     w.keys.get<float>(), w.values.get<float>(), T, stream);
     }));
     RETURN_IF_ERROR(tl.Op(OpKind::kAttention, layer, 0, stream, [&] {
       PagedAttentionArgs args;
@@ -381,20 +569,25 @@ Status CudaDecoder::Forward(const StepPlan& plan, std::vector<float>* logits, Ra
       args.max_context = max_context;
       args.scale = 1.0f / std::sqrt(static_cast<float>(s.head_dim));
       RETURN_IF_ERROR(PagedAttention(args, stream));
-      return CastToBf16(a.attn.get<float>(), a.attn_bf16.get<uint16_t>(), static_cast<size_t>(T) * q_width, stream);
+      return CastToBf16(a.attn.get<float>(), a.attn_bf16.get<uint16_t>(),
+                        static_cast<size_t>(T) * q_width, stream);
     }));
-    RETURN_IF_ERROR(tl.Op(OpKind::kOProj, layer, 0, stream,
-                          [&] { return o_->Run(Bf16(w.wo), a.attn_bf16.get<uint16_t>(), proj, T, stream); }));
+    RETURN_IF_ERROR(tl.Op(OpKind::kOProj, layer, 0, stream, [&] {
+      return o_->Run(Bf16(w.wo), a.attn_bf16.get<uint16_t>(), proj, T, stream);
+    }));
     // MLP block: the AllReduce, the residual add and its norm.
-    RETURN_IF_ERROR(
-        reduce_add_norm(OpKind::kAllReduceAttn, layer, OpKind::kMlpNorm, layer, F32(w.mlp_norm), norm_to_bf16));
-    RETURN_IF_ERROR(tl.Op(OpKind::kGateUpProj, layer, 0, stream,
-                          [&] { return gate_up_->Run(Bf16(w.w_gate_up), normed_bf16, a.gate_up.get<float>(), T, stream); }));
-    RETURN_IF_ERROR(tl.Op(OpKind::kSiluMul, layer, 0, stream, [&] {
-      return SiluMulRowsToBf16(a.gate_up.get<float>(), a.act_bf16.get<uint16_t>(), T, s.ffn, stream);
+    RETURN_IF_ERROR(reduce_add_norm(OpKind::kAllReduceAttn, layer, OpKind::kMlpNorm, layer,
+                                    F32(w.mlp_norm), norm_to_bf16));
+    RETURN_IF_ERROR(tl.Op(OpKind::kGateUpProj, layer, 0, stream, [&] {
+      return gate_up_->Run(Bf16(w.w_gate_up), normed_bf16, a.gate_up.get<float>(), T, stream);
     }));
-    RETURN_IF_ERROR(tl.Op(OpKind::kDownProj, layer, 0, stream,
-                          [&] { return down_->Run(Bf16(w.w_down), a.act_bf16.get<uint16_t>(), proj, T, stream); }));
+    RETURN_IF_ERROR(tl.Op(OpKind::kSiluMul, layer, 0, stream, [&] {
+      return SiluMulRowsToBf16(a.gate_up.get<float>(), a.act_bf16.get<uint16_t>(), T, s.ffn,
+                               stream);
+    }));
+    RETURN_IF_ERROR(tl.Op(OpKind::kDownProj, layer, 0, stream, [&] {
+      return down_->Run(Bf16(w.w_down), a.act_bf16.get<uint16_t>(), proj, T, stream);
+    }));
     // The AllReduce and the residual add with the next norm: the next layer's attention norm, or
     // the final norm.
     const bool last_layer = layer + 1 == config_.num_layers;
@@ -402,65 +595,50 @@ Status CudaDecoder::Forward(const StepPlan& plan, std::vector<float>* logits, Ra
     auto after_next_norm = [&]() -> Status {
       if (!last_layer) return norm_to_bf16();
       RETURN_IF_ERROR(GatherRows(normed, logit_tokens, a.last.get<float>(), R, h, stream));
-      return CastToBf16(a.last.get<float>(), a.last_bf16.get<uint16_t>(), static_cast<size_t>(R) * h, stream);
+      return CastToBf16(a.last.get<float>(), a.last_bf16.get<uint16_t>(),
+                        static_cast<size_t>(R) * h, stream);
     };
-    RETURN_IF_ERROR(reduce_add_norm(OpKind::kAllReduceMlp, layer, last_layer ? OpKind::kFinalNorm : OpKind::kAttnNorm,
+    RETURN_IF_ERROR(reduce_add_norm(OpKind::kAllReduceMlp, layer,
+                                    last_layer ? OpKind::kFinalNorm : OpKind::kAttnNorm,
                                     last_layer ? -1 : layer + 1, next_weight, after_next_norm));
   }
 
   // LM head over the rows that want logits; vocab-parallel, then gathered.
   const DeviceBuffer& head = lm_head_weight_.bytes() ? lm_head_weight_ : embed_;
   float* local = a.local_logits.get<float>();
-  RETURN_IF_ERROR(tl.Op(OpKind::kLmHead, -1, 0, stream,
-                        [&] { return lm_head_->Run(Bf16(head), a.last_bf16.get<uint16_t>(), local, R, stream); }));
+  RETURN_IF_ERROR(tl.Op(OpKind::kLmHead, -1, 0, stream, [&] {
+    return lm_head_->Run(Bf16(head), a.last_bf16.get<uint16_t>(), local, R, stream);
+  }));
   const size_t local_count = static_cast<size_t>(R) * s.vocab;
   const float* result = local;  // [tp, R, vocab_local]
   if (s.tp > 1) {
-    RETURN_IF_ERROR(tl.Op(OpKind::kAllGatherLogits, -1, static_cast<int64_t>(local_count * f32), stream, [&] {
-      return comm_->AllGather(local, a.gathered.get<float>(), local_count, DeviceDtype::kF32, stream);
-    }));
+    RETURN_IF_ERROR(
+        tl.Op(OpKind::kAllGatherLogits, -1, static_cast<int64_t>(local_count * f32), stream, [&] {
+          return comm_->AllGather(local, a.gathered.get<float>(), local_count, DeviceDtype::kF32,
+                                  stream);
+        }));
     result = a.gathered.get<float>();
   }
   const size_t result_bytes = local_count * s.tp * f32;
-  const bool copy_logits = rank0 && (options_.return_logits || !all_on_device);
   if (rank0) {
-    RETURN_IF_ERROR(a.tokens.Reserve(sizeof(int32_t) * std::max(R, 1), "sampled tokens"));
-    RETURN_IF_ERROR(a.host_tokens.Reserve(sizeof(int32_t) * std::max(R, 1), "sampled tokens"));
-    GreedyArgs greedy{.logits = result, .rows = R, .tp = s.tp, .vocab_local = s.vocab,
-                      .vocab_size = config_.vocab_size, .banned_offsets = banned_offsets,
-                      .banned_ids = banned_ids, .out = a.tokens.get<int32_t>()};
+    GreedyArgs greedy{.logits = result,
+                      .rows = R,
+                      .tp = s.tp,
+                      .vocab_local = s.vocab,
+                      .vocab_size = config_.vocab_size,
+                      .banned_offsets = banned_offsets,
+                      .banned_ids = banned_ids,
+                      .out = a.tokens.get<int32_t>()};
     RETURN_IF_ERROR(GreedySample(greedy, stream));
-    RETURN_IF_ERROR(CudaStatus(cudaMemcpyAsync(a.host_tokens.get(), a.tokens.get(), sizeof(int32_t) * R,
-                                               cudaMemcpyDeviceToHost, stream),
+    RETURN_IF_ERROR(CudaStatus(cudaMemcpyAsync(a.host_tokens.get(), a.tokens.get(),
+                                               sizeof(int32_t) * R, cudaMemcpyDeviceToHost, stream),
                                "sampled tokens download"));
   }
   if (copy_logits) {
-    RETURN_IF_ERROR(a.host_logits.Reserve(std::max<size_t>(result_bytes, 1), "logits"));
-    RETURN_IF_ERROR(CudaStatus(cudaMemcpyAsync(a.host_logits.get(), result, result_bytes, cudaMemcpyDeviceToHost, stream),
-                               "logits download"));
+    RETURN_IF_ERROR(CudaStatus(
+        cudaMemcpyAsync(a.host_logits.get(), result, result_bytes, cudaMemcpyDeviceToHost, stream),
+        "logits download"));
   }
-  RETURN_IF_ERROR(tl.End(stream));
-  RETURN_IF_ERROR(WaitForStream());
-
-  if (rank0) {
-    for (int row = 0; row < R; ++row) {
-      if (device_tokens_[row] >= 0) device_tokens_[row] = a.host_tokens.get<int32_t>()[row];
-    }
-  }
-  if (copy_logits) {
-    // [tp, R, vocab_local] -> [R, vocab_padded]
-    const float* host = a.host_logits.get<float>();
-    logits->resize(static_cast<size_t>(R) * s.vocab_padded);
-    for (int r = 0; r < s.tp; ++r) {
-      for (int row = 0; row < R; ++row) {
-        std::memcpy(&(*logits)[static_cast<size_t>(row) * s.vocab_padded + static_cast<size_t>(r) * s.vocab],
-                    host + (static_cast<size_t>(r) * R + row) * s.vocab, s.vocab * f32);
-      }
-    }
-  } else {
-    logits->clear();
-  }
-  *trace = tl.Trace(s.rank);
   return Status::Ok();
 }
 

@@ -75,7 +75,10 @@ Result<CudaGroup> CreateGroup(const CudaGroupRequest& request) {
                                        .trace = options.trace,
                                        .max_tokens = options.max_tokens_per_step,
                                        .return_logits = options.return_logits,
-                                       .wait_timeout = options.collective_timeout};
+                                       .wait_timeout = options.collective_timeout,
+                                       .cuda_graphs = options.cuda_graphs,
+                                       .graph_max_batch = options.cuda_graph_max_batch,
+                                       .log = log};
     ASSIGN_OR_RETURN(auto decoder, CudaDecoder::Create(config, weights, std::move(comms[local]), rank_options));
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     char line[160];

@@ -28,6 +28,10 @@ void AddBenchDecodeCommand(CLI::App& app, CommandAction* action) {
       ->check(CLI::IsMember({"nccl", "oneshot", "auto"}))
       ->capture_default_str();
   cmd->add_option("--allreduce-table", options->allreduce_table, "For --allreduce auto, as serve's");
+  cmd->add_option_function<std::string>(
+         "--cuda-graphs", [options](const std::string& on) { options->cuda_graphs = on == "on"; },
+         "CUDA: replay the decode steps from CUDA graphs (step totals only: per-op timing keeps a step eager)")
+      ->check(CLI::IsMember({"on", "off"}));
   cmd->add_option("--collective-timeout-ms", options->collective_timeout_ms,
                   "The engine's collective timeout, as serve's (0: none, to measure what the timeouts cost)")
       ->check(CLI::NonNegativeNumber)

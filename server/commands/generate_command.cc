@@ -242,6 +242,16 @@ void AddEngineFlags(CLI::App* cmd, EngineOptions* engine) {
   cmd->add_option("--allreduce-table", engine->allreduce_table,
                   "For --allreduce auto: the table bench-comm --backend oneshot --allreduce-table FILE wrote on "
                   "this machine (without one, auto is nccl)");
+  cmd->add_option_function<std::string>(
+         "--cuda-graphs", [engine](const std::string& on) { engine->cuda_graphs = on == "on"; },
+         "CUDA: replay decode steps from CUDA graphs, one per batch-size bucket (padded up to it), captured on "
+         "first use; steps timed per op (--trace-every) run eagerly (default off until the device check has "
+         "recorded graphs equal to eager)")
+      ->check(CLI::IsMember({"on", "off"}));
+  cmd->add_option("--cuda-graph-max-batch", engine->cuda_graph_max_batch,
+                  "CUDA graphs: the largest decode batch captured (larger ones run eagerly)")
+      ->check(CLI::Range(1, 8192))
+      ->capture_default_str();
   cmd->add_option("--collective-timeout-ms", engine->collective_timeout_ms,
                   "A rank that waits this long for its peers in a collective (CPU) or for a step (CUDA) "
                   "fails the engine: requests get UNAVAILABLE, health NOT_SERVING (0: wait forever)")

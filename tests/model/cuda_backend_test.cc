@@ -84,7 +84,7 @@ TEST(EngineOnCuda, WithoutAUsableGpuTheEngineSaysWhyInsteadOfFallingBack) {
   EXPECT_THAT(unresolved.status().message(), HasSubstr("resolved"));
 }
 
-TEST(EngineOnCuda, TheAllReduceChoiceIsCheckedBeforeAnyGpuIsTouched) {
+TEST(EngineOnCuda, TheAllReduceAndGraphChoicesAreCheckedBeforeAnyGpuIsTouched) {
   EngineOptions options{.device = DeviceKind::kCpu, .tp = 2, .block_size = 4};
   options.allreduce = "oneshot";  // the CPU communicator already sums in rank order
   auto cpu = Engine::Create(testing::TinyModel(), options);
@@ -97,6 +97,11 @@ TEST(EngineOnCuda, TheAllReduceChoiceIsCheckedBeforeAnyGpuIsTouched) {
   // auto on the CPU is harmless: the CPU backend serves.
   options.allreduce = "auto";
   EXPECT_TRUE(Engine::Create(testing::TinyModel(), options).ok());
+  options.cuda_graphs = true;
+  auto graphs = Engine::Create(testing::TinyModel(), options);
+  ASSERT_FALSE(graphs.ok());
+  EXPECT_THAT(graphs.status().message(), HasSubstr("--cuda-graphs on"));
+  options.cuda_graphs = false;
   // A broken table is named before the GPU probe, so it is reported on any machine.
   testing::TempDir dir;
   testing::WriteFile(dir.file("table.json"), "[]");

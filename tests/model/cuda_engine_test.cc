@@ -187,6 +187,55 @@ TEST(CudaEngine, OneShotAllReduceFusedWithTheNormGivesTheRankOrderBits) {
   }
 }
 
+// Three prompts prefilled in one step, then `steps` decode steps of all three (teacher-forced):
+// every step's logits, [3 rows, vocab] each.
+std::vector<std::vector<float>> RunBatchOfThree(Engine& engine, int steps) {
+  std::vector<SequencePlan> seqs;
+  for (int i = 0; i < 3; ++i) {
+    const std::vector<int32_t>& prompt = Prompts()[i];
+    seqs.push_back({.sequence_id = i + 1, .tokens = prompt, .start_position = 0,
+                    .block_table = testing::AllocateBlocks(engine, static_cast<int>(prompt.size()) + steps)});
+  }
+  std::vector<std::vector<float>> logits;
+  for (int step = 0; step <= steps; ++step) {
+    if (step > 0) {
+      for (int i = 0; i < 3; ++i) {
+        seqs[i].start_position += static_cast<int32_t>(seqs[i].tokens.size());
+        seqs[i].tokens = {static_cast<int32_t>(100 + 7 * step + i)};
+      }
+    }
+    auto result = engine.Step(StepPlan{.step_id = step, .sequences = seqs});
+    EXPECT_TRUE(result.ok()) << result.status().ToString();
+    if (!result.ok()) break;
+    logits.emplace_back(result->logits.begin(), result->logits.end());
+  }
+  for (const SequencePlan& seq : seqs) {
+    for (int32_t block : seq.block_table) engine.block_pool().Free(block);
+  }
+  return logits;
+}
+
+// Decode steps of three sequences replay the batch-4 graph (one padding row) and give the eager
+// bits; at TP=2 over one-shot (capturable, rank-order sums) as well.
+TEST(CudaEngine, GraphReplayEqualsEagerBitwise) {
+  SKIP_WITHOUT_GPU();
+  for (int tp : {1, 2}) {
+    EngineOptions options{.device = DeviceKind::kCuda, .tp = tp, .block_size = 4, .kv_cache_blocks = 512,
+                          .share_gpu = tp > 1, .trace = false};
+    options.allreduce = tp > 1 ? "oneshot" : "nccl";
+    auto eager = Engine::Create(testing::TinyModel(), options);
+    options.cuda_graphs = true;
+    options.cuda_graph_max_batch = 8;
+    auto graphs = Engine::Create(testing::TinyModel(), options);
+    ASSERT_TRUE(eager.ok()) << eager.status().ToString();
+    ASSERT_TRUE(graphs.ok()) << graphs.status().ToString();
+    const auto want = RunBatchOfThree(**eager, 6);
+    const auto got = RunBatchOfThree(**graphs, 6);
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t step = 0; step < got.size(); ++step) EXPECT_EQ(got[step], want[step]) << "TP=" << tp << " step " << step;
+  }
+}
+
 TEST(CudaEngine, ASequencesLogitsDoNotDependOnItsBatch) {
   SKIP_WITHOUT_GPU();
   auto gpu = MakeCudaEngine(1);
