@@ -113,8 +113,26 @@ fetch_tokenizer() {
   report "$dest" "${files[@]}"
 }
 
+# llama.cpp's git bundle inside the node-llama-cpp package, cloned bare (no checkout) once per run
+# for the vocab tests and the chat templates: sets $LLAMA_GIT and $LLAMA_INFO.
+LLAMA_GIT=""
+LLAMA_INFO=""
+llama_bundle() {
+  [[ -n "$LLAMA_GIT" ]] && return 0
+  local id="$NLC_PKG@$NLC_VER"
+  need git
+  fetch_tgz "$NLC_PKG" "$NLC_VER" "$NLC_SHA256"
+  mktmp
+  tar -xzf "$TGZ" -C "$TMP" package/llama/gitRelease.bundle package/llama/llama.cpp.info.json \
+    || die "$id: package/llama/gitRelease.bundle not found in tarball"
+  git clone -q --bare "$TMP/package/llama/gitRelease.bundle" "$TMP/llama.cpp.git" \
+    || die "$id: cannot clone llama/gitRelease.bundle"
+  LLAMA_GIT="$TMP/llama.cpp.git"
+  LLAMA_INFO="$TMP/package/llama/llama.cpp.info.json"
+}
+
 fetch_vocab_tests() {
-  local dest="$ASSETS/llama-vocab-tests" id="$NLC_PKG@$NLC_VER" tgz tmp
+  local dest="$ASSETS/llama-vocab-tests" id="$NLC_PKG@$NLC_VER" tmp
   local required=(ggml-vocab-llama-bpe.gguf.inp ggml-vocab-llama-bpe.gguf.out
                   ggml-vocab-qwen2.gguf.inp ggml-vocab-qwen2.gguf.out)
   local ok=1 x
@@ -122,15 +140,10 @@ fetch_vocab_tests() {
   if [[ $ok == 1 ]] && stamp_ok "$dest" "$id"; then
     echo "llama.cpp vocab tests: from $id (present, $(find "$dest" -maxdepth 1 -name '*.inp' | wc -l) vocabs)"
   else
-    need git
-    fetch_tgz "$NLC_PKG" "$NLC_VER" "$NLC_SHA256"; tgz="$TGZ"
+    llama_bundle
     mktmp; tmp="$TMP"
-    tar -xzf "$tgz" -C "$tmp" package/llama/gitRelease.bundle package/llama/llama.cpp.info.json \
-      || die "$id: package/llama/gitRelease.bundle not found in tarball"
-    # bare clone of the bundle (no checkout); read models/*.inp|*.out straight from the tree
-    git clone -q --bare "$tmp/package/llama/gitRelease.bundle" "$tmp/llama.cpp.git" \
-      || die "$id: cannot clone llama/gitRelease.bundle"
-    local gd="$tmp/llama.cpp.git" commit paths=()
+    # read models/*.inp|*.out straight from the bare clone's tree
+    local gd="$LLAMA_GIT" commit paths=()
     commit="$(git --git-dir="$gd" rev-parse HEAD)"
     mapfile -t paths < <(git --git-dir="$gd" ls-tree --name-only HEAD models/ | grep -E '\.(inp|out)$' || true)
     [[ ${#paths[@]} -gt 0 ]] || die "$id: no models/*.inp|*.out in bundle"
@@ -141,7 +154,7 @@ fetch_vocab_tests() {
     done
     {
       echo "source: npm $id, llama/gitRelease.bundle"
-      echo "llama.cpp.info.json: $(tr -d '\n ' <"$tmp/package/llama/llama.cpp.info.json")"
+      echo "llama.cpp.info.json: $(tr -d '\n ' <"$LLAMA_INFO")"
       echo "bundle HEAD commit: $commit"
       echo "format: cases separated by \"\\n__ggml_vocab_test__\\n\" (.inp, also after the last case);"
       echo "        .out has one line per case, each id preceded by a space, add_special_tokens=False (no BOS)"
@@ -157,7 +170,7 @@ fetch_vocab_tests() {
 # llama.cpp's collection of real Hugging Face chat templates (models/templates/*.jinja), for the
 # chat template differential test (tests/model/chat/chat_template_diff.py).
 fetch_chat_templates() {
-  local dest="$ASSETS/chat-templates" id="$NLC_PKG@$NLC_VER" tgz tmp
+  local dest="$ASSETS/chat-templates" id="$NLC_PKG@$NLC_VER" tmp
   local required=(meta-llama-Llama-3.1-8B-Instruct.jinja Qwen-Qwen2.5-7B-Instruct.jinja
                   mistralai-Mistral-Nemo-Instruct-2407.jinja)
   local ok=1 x
@@ -165,14 +178,9 @@ fetch_chat_templates() {
   if [[ $ok == 1 ]] && stamp_ok "$dest" "$id"; then
     echo "llama.cpp chat templates: from $id (present, $(find "$dest" -maxdepth 1 -name '*.jinja' | wc -l) templates)"
   else
-    need git
-    fetch_tgz "$NLC_PKG" "$NLC_VER" "$NLC_SHA256"; tgz="$TGZ"
+    llama_bundle
     mktmp; tmp="$TMP"
-    tar -xzf "$tgz" -C "$tmp" package/llama/gitRelease.bundle \
-      || die "$id: package/llama/gitRelease.bundle not found in tarball"
-    git clone -q --bare "$tmp/package/llama/gitRelease.bundle" "$tmp/llama.cpp.git" \
-      || die "$id: cannot clone llama/gitRelease.bundle"
-    local gd="$tmp/llama.cpp.git" commit
+    local gd="$LLAMA_GIT" commit
     commit="$(git --git-dir="$gd" rev-parse HEAD)"
     mkdir -p "$tmp/out"
     git --git-dir="$gd" archive --format=tar HEAD -- models/templates | tar -x -C "$tmp/out" \

@@ -15,7 +15,8 @@
 # small model (TP=1 eager and from CUDA graphs, and TP=2 sharing the GPU over rank-order and over
 # one-shot + fused norm) and on llama-3-8b dummy weights (TP=1, batch 1/8/32), next to the GPU's read
 # bandwidth measured in the same run; bench_cuda_gemm (the batch-invariant GEMM algorithms against
-# cuBLASLt's per-token-count picks, llama-3-8b shapes).
+# cuBLASLt's per-token-count picks, llama-3-8b shapes); bench_cuda_kernels (each norm,
+# element-wise and attention kernel against its memory floor, llama-3-8b shapes).
 set -uo pipefail
 OUT="${1:?usage: scripts/gpu_check.sh OUT_DIR}"
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -93,6 +94,7 @@ stage generate_cuda 120 "$BUNDLE/tpserve" generate --model tiny --load-format du
 stage generate_cuda_tp2_shared 120 "$BUNDLE/tpserve" generate --model tiny --load-format dummy --prompt "Hello" \
   --max-tokens 16 --device cuda --tp 2 --share-gpu --json
 stage bench_cuda_gemm 90 "$BUNDLE/bench_cuda_gemm" --tokens 1,8,32
+stage bench_cuda_kernels 60 "$BUNDLE/bench_cuda_kernels" --tokens 1,8,32 --context 512
 stage bench_comm_nccl 90 "$BUNDLE/tpserve" bench-comm --backend nccl -g 1 -b 8 -e 64M -f 4 -n 50 -w 10 --json
 for ranks in 2 4 8; do
   stage "bench_comm_rank_order_$ranks" 90 "$BUNDLE/tpserve" bench-comm --backend rank-order -g "$ranks" \

@@ -46,8 +46,11 @@ __device__ uint64_t GlobalNanoseconds() {
 }
 
 // Every peer's block `block` reached `phase` of call `epoch`. Thread p < ranks signals peer p and
-// waits for it. False when the group is broken (a timeout here or elsewhere, or Abort).
+// waits for it; the host-mapped error word (a PCIe read) is looked at only every 1024 spins. False
+// when the group is broken (a timeout here or elsewhere, or Abort).
 __device__ bool Barrier(const Peers& p, int block, Phase phase, uint32_t epoch) {
+  __shared__ int broken;
+  if (threadIdx.x == 0) broken = 0;
   __syncthreads();  // the block's writes happen before thread `peer`'s release below
   const int peer = threadIdx.x;
   if (peer < p.ranks) {
@@ -59,18 +62,22 @@ __device__ bool Barrier(const Peers& p, int block, Phase phase, uint32_t epoch) 
         p.signals[p.rank]->flag[phase][block][peer]);
     ::cuda::atomic_ref<uint32_t, ::cuda::thread_scope_system> error(*p.error);
     const uint64_t start = GlobalNanoseconds();
-    while (mine.load(::cuda::memory_order_acquire) < epoch) {
-      if (error.load(::cuda::memory_order_relaxed) != 0) break;
+    for (uint32_t spins = 1; mine.load(::cuda::memory_order_acquire) < epoch; ++spins) {
+      if (spins % 1024 != 0) continue;
+      if (error.load(::cuda::memory_order_relaxed) != 0) {
+        broken = 1;
+        break;
+      }
       if (GlobalNanoseconds() - start > p.timeout_ns) {
         uint32_t none = 0;
         error.compare_exchange_strong(none, (static_cast<uint32_t>(p.rank) + 1) << 16 | (peer + 1));
+        broken = 1;
         break;
       }
     }
   }
   __syncthreads();
-  ::cuda::atomic_ref<uint32_t, ::cuda::thread_scope_system> error(*p.error);
-  return error.load(::cuda::memory_order_relaxed) == 0;
+  return broken == 0;
 }
 
 __device__ PeerInputs BuffersOf(const Peers& p) {

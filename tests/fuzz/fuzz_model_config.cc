@@ -20,14 +20,26 @@ void Write(const std::string& path, const char* data, size_t size) {
   out.write(data, static_cast<std::streamsize>(size));
 }
 
+// The directory the two files are written into, removed when the fuzzer exits.
+struct ScratchDir {
+  ScratchDir() {
+    char pattern[] = "/tmp/tpserve-fuzz-config-XXXXXX";
+    const char* made = mkdtemp(pattern);
+    path = made ? made : "";
+  }
+  ~ScratchDir() {
+    std::error_code ignored;
+    if (!path.empty()) std::filesystem::remove_all(path, ignored);
+  }
+  std::string path;
+};
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  static const std::string dir = [] {
-    char pattern[] = "/tmp/tpserve-fuzz-config-XXXXXX";
-    const char* made = mkdtemp(pattern);
-    return std::string(made ? made : "/tmp");
-  }();
+  static const ScratchDir scratch;
+  if (scratch.path.empty()) std::abort();  // no temporary directory: nothing can be fuzzed
+  const std::string& dir = scratch.path;
   const char* text = reinterpret_cast<const char*>(data);
   const auto* nul = static_cast<const uint8_t*>(std::memchr(data, 0, size));
   const size_t config_size = nul ? static_cast<size_t>(nul - data) : size;
