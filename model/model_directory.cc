@@ -104,7 +104,12 @@ Result<DummyShape> ResolveDummyShape(const ModelSource& source) {
     ASSIGN_OR_RETURN(ModelConfig config, ParseModelConfig(value, source.model));
     return DummyShape{std::move(config), beside(fs::path(source.model).parent_path())};
   }
-  // A name: presets take their vocabulary from the bundled tokenizer.
+  // A name: the data file's shapes stand alone (the planner needs no tokenizer); presets take
+  // their vocabulary from the bundled tokenizer.
+  ASSIGN_OR_RETURN(std::vector<KnownModel> known, KnownModels());
+  for (KnownModel& m : known) {
+    if (m.name == source.model) return DummyShape{std::move(m.config), bundled};
+  }
   ASSIGN_OR_RETURN(Tokenizer tokenizer, LoadTokenizer(bundled));
   ASSIGN_OR_RETURN(ModelConfig config, KnownModelConfig(source.model, source.tokenizer, tokenizer.vocab_size()));
   return DummyShape{std::move(config), bundled};

@@ -10,6 +10,7 @@
 #include "common/json_int.h"
 #include "common/median.h"
 #include "planner/decode_model.h"
+#include "planner/engine_steps.h"
 
 namespace tpserve::planner {
 namespace {
@@ -182,6 +183,35 @@ Status FitDecode(const std::vector<json>& decodes, const CalibrateInputs& in, Ca
   return Status::Ok();
 }
 
+// Any engine's step times: its memory efficiency and per-layer time on the base profile's device.
+Status FitEngine(const CalibrateInputs& in, Calibration* out) {
+  HardwareProfile& p = out->profile;
+  std::vector<EngineStep> steps;
+  for (const std::string& path : in.engine_steps) {
+    ASSIGN_OR_RETURN(json value, ReadJson(path));
+    ASSIGN_OR_RETURN(std::vector<EngineStep> more, ParseEngineSteps(value, path));
+    steps.insert(steps.end(), more.begin(), more.end());
+  }
+  const int activation_bytes = p.device_kind == "cpu" ? 4 : 2;
+  const EngineTraits traits{.kv_bytes = activation_bytes, .allreduce_bytes = activation_bytes};
+  ASSIGN_OR_RETURN(EngineFit fit, FitEngineSteps(steps, p, traits));
+  p.memory_efficiency = p.attention_efficiency = fit.memory_efficiency;
+  p.layer_us = fit.layer_us;
+  char line[300];
+  std::snprintf(line, sizeof(line),
+                "engine steps (%zu points): memory efficiency %.3f%s, %.1f us per layer outside the modelled ops; "
+                "rms error of the fit %.1f%%",
+                steps.size(), fit.memory_efficiency,
+                fit.efficiency_fitted ? "" : " (kept: the points cannot separate it from the per-layer time)",
+                fit.layer_us, 100 * fit.rms_relative_error);
+  out->notes.push_back(line);
+  std::string files;
+  for (const std::string& path : in.engine_steps) files += (files.empty() ? "" : ", ") + path;
+  p.sources["efficiency"] = "fitted to engine step times (" + files + ", " + in.date + ")";
+  p.sources["overheads"] += "; layer_us fitted to engine step times (" + files + ", " + in.date + ")";
+  return Status::Ok();
+}
+
 }  // namespace
 
 Result<CommSamples> ParseBenchCommJson(const json& value, const std::string& source) {
@@ -301,6 +331,9 @@ Result<Calibration> Calibrate(const CalibrateInputs& in) {
   if (in.bench_decode.empty() && in.base.empty()) {
     return InvalidArgument("plan calibrate needs --base PRESET, or --bench-decode to make a CPU profile");
   }
+  if (!in.bench_decode.empty() && !in.engine_steps.empty()) {
+    return InvalidArgument("--bench-decode and --engine-steps both fit the memory efficiency: give one");
+  }
   Calibration out;
   std::vector<json> decodes;
   for (const std::string& path : in.bench_decode) {
@@ -346,6 +379,7 @@ Result<Calibration> Calibrate(const CalibrateInputs& in) {
   // ones, host time from all; every row's compute time (the slowest rank, collectives excluded)
   // against the model's terms at efficiency 1.
   if (!decodes.empty()) RETURN_IF_ERROR(FitDecode(decodes, in, &out));
+  if (!in.engine_steps.empty()) RETURN_IF_ERROR(FitEngine(in, &out));
   return out;
 }
 

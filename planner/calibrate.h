@@ -1,7 +1,8 @@
 // `tpserve plan calibrate`: a hardware profile from measurements the user already has —
 // bench-comm --json and plain nccl-tests output (α/β per size range, fitted with comm/'s one
 // fitter), and bench-decode --json (achieved memory bandwidth and compute rate, per-step host
-// time). The result is a profile file `plan --hardware FILE` takes.
+// time), or any engine's decode-step times (its memory efficiency and per-step host time). The
+// result is a profile file `plan --hardware FILE` takes.
 #pragma once
 
 #include <string>
@@ -36,6 +37,7 @@ struct CalibrateInputs {
   std::vector<std::string> bench_comm;    // files
   std::vector<std::string> nccl_tests;    // files
   std::vector<std::string> bench_decode;  // files
+  std::vector<std::string> engine_steps;  // files: any engine's step times (planner/engine_steps.h)
   std::string base;                       // preset or profile file; empty: a CPU profile from bench-decode
   std::string date;                       // written into the profile's description
 };

@@ -88,8 +88,10 @@ Result<DecodePrediction> PredictDecodeStep(const ModelConfig& c, const HardwareP
     ASSIGN_OR_RETURN(CollectiveEstimate gather, EstimateCollective(p, Collective::kAllGather, point.tp, gathered));
     out.logits_ms = gather.time_us * 1e-3;
   }
+  out.layer_overhead_ms = layers * p.layer_us * 1e-3;
   // Launches overlap the GPU's work; only what exceeds it shows.
-  const double device_ms = out.gemm_ms + out.attention_ms + out.allreduce_ms + out.lm_head_ms + out.logits_ms;
+  const double device_ms =
+      out.gemm_ms + out.attention_ms + out.allreduce_ms + out.lm_head_ms + out.logits_ms + out.layer_overhead_ms;
   const double launch_ms = (layers * p.kernels_per_layer + 4) * p.kernel_launch_us * 1e-3;
   out.launch_ms = std::max(0.0, launch_ms - device_ms);
   out.host_ms = p.step_host_us * 1e-3;

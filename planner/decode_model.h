@@ -1,8 +1,8 @@
 // The predicted decode step of a Llama-family model sharded over `tp` devices, term by term, in
 // the same parts the engine's step trace measures: per layer the GEMMs (the larger of streaming
 // the rank's weight slice and its FLOPs), attention (reading the KV cache), and the two
-// AllReduces (through the collective model); then the LM head, the logits AllGather, exposed
-// kernel-launch time and per-step host time. Also what one device holds (weights, KV cache,
+// AllReduces (through the collective model), and a fixed overhead per layer (small kernels, gaps);
+// then the LM head, the logits AllGather, exposed kernel-launch time and per-step host time. Also what one device holds (weights, KV cache,
 // activations) and the largest batch that fits at this context.
 #pragma once
 
@@ -32,6 +32,7 @@ struct DecodePrediction {
   DecodePoint point;
   // Parts of one decode step (ms), summing to step_ms.
   double gemm_ms = 0, attention_ms = 0, allreduce_ms = 0, lm_head_ms = 0, logits_ms = 0, launch_ms = 0, host_ms = 0;
+  double layer_overhead_ms = 0;  // layers × HardwareProfile::layer_us
   double step_ms = 0;            // = per-token latency of a decode step
   double tokens_per_s = 0;       // batch / step
   double tokens_per_s_per_device = 0;

@@ -150,6 +150,7 @@ Result<HardwareProfile> ParseHardwareProfile(const json& value, const std::strin
   RETURN_IF_ERROR(overheads.Number("kernel_launch_us", &p.kernel_launch_us, 0, 1e6));
   RETURN_IF_ERROR(overheads.Integer("kernels_per_layer", &p.kernels_per_layer, 0, 1000));
   RETURN_IF_ERROR(overheads.Number("step_host_us", &p.step_host_us, 0, 1e9));
+  RETURN_IF_ERROR(overheads.Number("layer_us", &p.layer_us, 0, 1e6, false));
 
   ASSIGN_OR_RETURN(Fields fabric, top.Object("fabric"));
   RETURN_IF_ERROR(fabric.Integer("gpus_per_node", &p.gpus_per_node, 1, 1 << 16));
@@ -216,7 +217,7 @@ json HardwareProfileJson(const HardwareProfile& p) {
             {"attention", p.attention_efficiency}}},
           {"overheads",
            {{"kernel_launch_us", p.kernel_launch_us}, {"kernels_per_layer", p.kernels_per_layer},
-            {"step_host_us", p.step_host_us}}},
+            {"step_host_us", p.step_host_us}, {"layer_us", p.layer_us}}},
           {"fabric", fabric},
           {"collectives", fits},
           {"sources", p.sources}};

@@ -56,6 +56,10 @@ struct HardwareProfile {
   double kernel_launch_us = 0;       // per kernel, exposed when the GPU work is shorter
   int kernels_per_layer = 0;
   double step_host_us = 0;           // per decode step: scheduling, sampling, copies
+  // Per decoder layer, outside the modelled ops and not shrunk by TP: the small kernels (norms,
+  // RoPE, SiLU, residual adds, KV writes) and the gaps between kernels. 0 in presets (no datasheet
+  // gives it); plan calibrate --engine-steps fits it.
+  double layer_us = 0;
   // CPU ranks are threads of one process on one memory: they share its bandwidth (a GPU's TP
   // ranks each have their own).
   bool shared_memory_bandwidth = false;

@@ -132,13 +132,14 @@ std::string FormatPlan(const PlanReport& r) {
                            r.profile.collective_fits.empty()
                                ? (std::string("NCCL ") + kNcclTuningVersion + " tuning model").c_str()
                                : "fitted from measurements (plan calibrate), NCCL's model elsewhere");
-  out += "  tp batch context  step_ms  tok/s  tok/s/dev   gemm  attn  allred  lmhead  logits  launch  host  comm%   "
+  out += "  tp batch context  step_ms  tok/s  tok/s/dev   gemm  attn  allred  lmhead  logits  layer  launch  host  comm%   "
          "AR_us      fits  max_batch  GB/dev\n";
   for (const DecodePrediction& row : r.rows) {
-    out += Format("  %2d %5d %7d %8.3f %6.0f %10.0f %6.3f %5.3f %7.3f %7.3f %7.3f %7.3f %5.3f %5.1f%% %7.1f%s %5s %10d %7.1f\n",
+    out += Format("  %2d %5d %7d %8.3f %6.0f %10.0f %6.3f %5.3f %7.3f %7.3f %7.3f %6.3f %7.3f %5.3f %5.1f%% %7.1f%s %5s %10d %7.1f\n",
                   row.point.tp, row.point.batch, row.point.context, row.step_ms, row.tokens_per_s,
                   row.tokens_per_s_per_device, row.gemm_ms, row.attention_ms, row.allreduce_ms, row.lm_head_ms,
-                  row.logits_ms, row.launch_ms, row.host_ms, 100 * row.comm_share, row.allreduce.time_us,
+                  row.logits_ms, row.layer_overhead_ms, row.launch_ms, row.host_ms, 100 * row.comm_share,
+                  row.allreduce.time_us,
                   row.latency_bound_comm ? "*" : " ", row.fits ? "yes" : "NO", row.max_batch,
                   row.weights_gb + row.kv_gb + row.activations_gb);
   }
@@ -157,8 +158,8 @@ std::string PlanJson(const PlanReport& r) {
                     {"fits", row.fits}, {"max_batch", row.max_batch},
                     {"parts_ms",
                      {{"gemm", row.gemm_ms}, {"attention", row.attention_ms}, {"allreduce", row.allreduce_ms},
-                      {"lm_head", row.lm_head_ms}, {"logits_gather", row.logits_ms}, {"launch", row.launch_ms},
-                      {"host", row.host_ms}}},
+                      {"lm_head", row.lm_head_ms}, {"logits_gather", row.logits_ms},
+                      {"layer_overhead", row.layer_overhead_ms}, {"launch", row.launch_ms}, {"host", row.host_ms}}},
                     {"allreduce",
                      {{"message_bytes", row.allreduce_message_bytes}, {"time_us", row.allreduce.time_us},
                       {"latency_us", row.allreduce.latency_us}, {"algorithm", row.allreduce.algorithm},
@@ -194,12 +195,13 @@ PanelChart PlanChart(const PlanReport& r) {
     panel.title = Format("batch %d", batch);
     panel.x_label = "tensor-parallel degree";
     panel.y_label = "time per decode step (ms)";
-    panel.parts = {"GEMMs", "attention", "AllReduce", "LM head", "logits gather", "launch", "host"};
+    panel.parts = {"GEMMs", "attention", "AllReduce", "LM head", "logits gather", "per-layer overhead", "launch",
+                   "host"};
     for (const DecodePrediction& row : r.rows) {
       if (row.point.batch != batch || row.point.context != context) continue;
       panel.categories.push_back(std::to_string(row.point.tp) + (row.fits ? "" : "\nno fit"));
       panel.values.push_back({row.gemm_ms, row.attention_ms, row.allreduce_ms, row.lm_head_ms,
-                              row.logits_ms, row.launch_ms, row.host_ms});
+                              row.logits_ms, row.layer_overhead_ms, row.launch_ms, row.host_ms});
     }
     chart.panels.push_back(std::move(panel));
   }

@@ -1,6 +1,16 @@
 #!/usr/bin/env python3
-"""Runs `tpserve plan` on every published point of published_points.json and prints prediction,
-publication and error per point, then the median and worst absolute error (docs/PLANNER.md).
+"""Runs `tpserve plan` on the scored points of published_points.json and prints prediction,
+publication and error per point, then the median and worst absolute error (docs/PLANNER.md), twice:
+
+1. with the uncalibrated presets (datasheet bandwidth and FLOPs, NCCL's model, no engine overhead):
+   the hardware's floor;
+2. calibrated per engine: for each (engine, hardware) with points marked "role": "calibration"
+   (the engine's TP=1, batch-1 runs), `plan calibrate --base HARDWARE --engine-steps THOSE --out
+   PROFILE` fits the engine's memory efficiency and per-layer time, and the engine's scored points
+   on that hardware are predicted on PROFILE. A point whose engine has no calibration on its
+   hardware borrows, in this order: the newest calibrated version of the same engine on the same
+   hardware ('~'), or the same engine's per-layer time from another GPU type on its own preset ('^');
+   else the preset alone ('*'). Calibration points are never scored.
 
     benchmarks/planner/check_published.py [path/to/tpserve]
 """
@@ -9,25 +19,93 @@ import pathlib
 import statistics
 import subprocess
 import sys
+import tempfile
 
 here = pathlib.Path(__file__).resolve().parent
 tpserve = sys.argv[1] if len(sys.argv) > 1 else str(here.parents[1] / "build/server/tpserve")
 points = json.load(open(here / "published_points.json"))["points"]
-errors = []
-print(f"{'model':<12} {'hardware':<9} {'tp':>2} {'batch':>5} {'ctx':>5} {'dtype':<5} {'unit':<13} {'published':>9} "
-      f"{'predicted':>9} {'error':>7} {'comm%':>6}")
-for p in points:
-    dtype = p.get("dtype", "bf16")
-    out = subprocess.run([tpserve, "plan", "--model", p["model"], "--hardware", p["hardware"], "--tp", str(p["tp"]),
-                          "--batch", str(p["batch"]), "--context", str(p["context"]), "--dtype", dtype, "--json"],
+evaluated = [p for p in points if p.get("role") != "calibration"]
+
+
+def step_ms(p):
+    """The published figure as the time of one decode step (ms per token of one sequence)."""
+    return p["value"] if p["unit"] == "ms_per_token" else 1e3 / p["value"]
+
+
+def predict(p, hardware):
+    out = subprocess.run([tpserve, "plan", "--model", p["model"], "--hardware", hardware, "--tp", str(p["tp"]),
+                          "--batch", str(p["batch"]), "--context", str(p["context"]),
+                          "--dtype", "fp8" if p.get("dtype") == "fp8" else "bf16", "--json"],
                          capture_output=True, text=True, check=True)
-    row = json.loads(out.stdout)["rows"][0]
-    predicted = row["step_ms"] if p["unit"] == "ms_per_token" else row["tokens_per_s"] / p["batch"]
-    # Error of the predicted time per token, whatever unit was published.
-    published_ms = p["value"] if p["unit"] == "ms_per_token" else 1e3 / p["value"]
-    error = row["step_ms"] / published_ms - 1
-    errors.append(abs(error))
-    print(f"{p['model']:<12} {p['hardware']:<9} {p['tp']:>2} {p['batch']:>5} {p['context']:>5} {dtype:<5} {p['unit']:<13} "
-          f"{p['value']:>9.2f} {predicted:>9.2f} {100 * error:>+6.1f}% {100 * row['comm_share']:>5.1f}%")
-print(f"{len(errors)} points: median |error| {100 * statistics.median(errors):.1f}%, worst {100 * max(errors):.1f}% "
-      "(goal: median <= 20%, none worse than 40%)")
+    return json.loads(out.stdout)["rows"][0]
+
+
+def report(title, hardware_of):
+    print(f"\n{title}")
+    print(f"{'engine':<11} {'model':<12} {'hardware':<13} {'tp':>2} {'batch':>5} {'ctx':>5} {'dtype':<5} "
+          f"{'unit':<13} {'published':>9} {'predicted':>9} {'error':>7} {'comm%':>6}")
+    errors = []
+    for p in evaluated:
+        hardware, label = hardware_of(p)
+        row = predict(p, hardware)
+        predicted = row["step_ms"] if p["unit"] == "ms_per_token" else row["tokens_per_s"] / p["batch"]
+        error = row["step_ms"] / step_ms(p) - 1  # of the time per token, whatever unit was published
+        errors.append(abs(error))
+        print(f"{p['engine']:<11} {p['model']:<12} {label:<13} {p['tp']:>2} {p['batch']:>5} {p['context']:>5} "
+              f"{p.get('dtype', 'bf16'):<5} {p['unit']:<13} {p['value']:>9.2f} {predicted:>9.2f} {100 * error:>+6.1f}% "
+              f"{100 * row['comm_share']:>5.1f}%")
+    print(f"{len(errors)} points from {len({p['source'].split(' ')[0] for p in evaluated})} sources: "
+          f"median |error| {100 * statistics.median(errors):.1f}%, worst {100 * max(errors):.1f}% "
+          "(goal: median <= 20%, none worse than 40%)")
+
+
+report("Uncalibrated presets (the hardware's floor):", lambda p: (p["hardware"], p["hardware"]))
+
+def version(engine):
+    return tuple(int(x) for x in engine.split("-", 1)[1].split(".") if x.isdigit())
+
+
+def family(engine):
+    return engine.split("-", 1)[0]
+
+
+with tempfile.TemporaryDirectory() as scratch:
+    fitted = {}  # (engine, hardware) -> profile JSON
+    print("\nEngine calibrations (from the calibration points only):")
+    for key in sorted({(p["engine"], p["hardware"]) for p in points if p.get("role") == "calibration"}):
+        engine, hardware = key
+        steps = pathlib.Path(scratch, f"{engine}-{hardware}.steps.json")
+        steps.write_text(json.dumps({"points": [p for p in points
+                                                if p.get("role") == "calibration" and (p["engine"], p["hardware"]) == key]}))
+        profile = pathlib.Path(scratch, f"{engine}-{hardware}.json")
+        subprocess.run([tpserve, "plan", "calibrate", "--base", hardware, "--engine-steps", str(steps),
+                        "--out", str(profile)], capture_output=True, text=True, check=True)
+        fitted[key] = json.loads(profile.read_text())
+        print(f"  {engine} on {hardware}: memory efficiency {fitted[key]['efficiency']['memory']:.3f}, "
+              f"{fitted[key]['overheads']['layer_us']:.1f} us per layer")
+
+    def borrowed(p):
+        """The profile file and table label for a scored point (see the module docstring)."""
+        engine, hardware = p["engine"], p["hardware"]
+        if (engine, hardware) in fitted:
+            source, mark = fitted[(engine, hardware)], ""
+        else:
+            same_hw = sorted((e for e, h in fitted if h == hardware and family(e) == family(engine)), key=version)
+            other_hw = [h for e, h in fitted if e == engine]
+            if same_hw:
+                source, mark = fitted[(same_hw[-1], hardware)], "~"
+            elif other_hw:
+                base = pathlib.Path(scratch, f"{hardware}.preset.json")
+                subprocess.run([tpserve, "plan", "calibrate", "--base", hardware, "--out", str(base)],
+                               capture_output=True, text=True, check=True)
+                source = json.loads(base.read_text())
+                source["overheads"]["layer_us"] = fitted[(engine, other_hw[0])]["overheads"]["layer_us"]
+                mark = "^"
+            else:
+                return hardware, hardware + "*"
+        path = pathlib.Path(scratch, f"{engine}-{hardware}-{mark or 'own'}.json")
+        path.write_text(json.dumps(source))
+        return str(path), hardware + mark
+
+    report("Calibrated per engine (own calibration; ~ newest calibrated version on this GPU; ^ per-layer time from "
+           "another GPU; * preset):", borrowed)

@@ -137,6 +137,7 @@ HardwareProfile HandMachine() {
   p.bf16_tflops = 1000;           // FLOPs never bind at these batches
   p.kernel_launch_us = 0;
   p.step_host_us = 50;
+  p.layer_us = 7;  // 10 layers: 0.07 ms
   p.collective_fits = {{"all_reduce", 2, 0, 1e12, 10.0, 1.0, "hand"}, {"all_gather", 2, 0, 1e12, 5.0, 10.0, "hand"}};
   return p;
 }
@@ -154,7 +155,8 @@ TEST(DecodeModel, TermsMatchAHandComputation) {
   EXPECT_NEAR(one->lm_head_ms, 32000.0 * 1024 * 2 / 1e11 * 1e3, 1e-9);
   EXPECT_EQ(one->allreduce_ms, 0);
   EXPECT_NEAR(one->host_ms, 0.05, 1e-12);
-  EXPECT_NEAR(one->step_ms, one->gemm_ms + one->attention_ms + one->lm_head_ms + 0.05, 1e-9);
+  EXPECT_NEAR(one->layer_overhead_ms, 10 * 7e-3, 1e-12);
+  EXPECT_NEAR(one->step_ms, one->gemm_ms + one->attention_ms + one->lm_head_ms + 0.07 + 0.05, 1e-9);
   EXPECT_NEAR(one->tokens_per_s, 4 / (one->step_ms * 1e-3), 1e-6);
   EXPECT_FALSE(one->compute_bound_gemm);
 
@@ -244,13 +246,13 @@ TEST(Plan, ChartHasOnePanelPerBatchWithTpAlongXAtTheFirstContext) {
   EXPECT_EQ(chart.panels[1].title, "batch 4");
   EXPECT_EQ(chart.panels[1].categories, (std::vector<std::string>{"1", "2"}));
   EXPECT_EQ(chart.panels[2].categories, (std::vector<std::string>{"1\nno fit", "2\nno fit"}));
-  EXPECT_EQ(chart.panels[0].parts.size(), 7u);
+  EXPECT_EQ(chart.panels[0].parts.size(), 8u);
   for (const DecodePrediction& row : report->rows) {
     if (row.point.batch != 4 || row.point.context != 1000) continue;
     const std::vector<double>& parts = chart.panels[1].values[row.point.tp - 1];
     EXPECT_EQ(parts,
               (std::vector<double>{row.gemm_ms, row.attention_ms, row.allreduce_ms, row.lm_head_ms,
-                                   row.logits_ms, row.launch_ms, row.host_ms}));
+                                   row.logits_ms, row.layer_overhead_ms, row.launch_ms, row.host_ms}));
   }
 }
 
