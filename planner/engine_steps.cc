@@ -16,6 +16,7 @@ using nlohmann::json;
 Result<EngineStep> ParsePoint(const json& p, const std::string& where) {
   if (!p.is_object()) return InvalidArgument(where + ": not an object");
   EngineStep s;
+  s.where = where;
   if (!p.contains("model") || !p.at("model").is_string())
     return InvalidArgument(where + ": model: missing or not a string");
   s.model = p.at("model").get<std::string>();
@@ -62,8 +63,9 @@ Result<std::vector<double>> StepsAt(const std::vector<EngineStep>& steps, Hardwa
   p.layer_us = 0;
   std::vector<double> out;
   for (const EngineStep& s : steps) {
-    ASSIGN_OR_RETURN(DecodePrediction d, PredictDecodeStep(s.shape, p, traits, s.point));
-    out.push_back(d.step_ms);
+    auto d = PredictDecodeStep(s.shape, p, traits, s.point);
+    if (!d.ok()) return InvalidArgument(s.where + ": " + std::string(d.status().message()));
+    out.push_back(d->step_ms);
   }
   return out;
 }

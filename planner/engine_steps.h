@@ -22,6 +22,7 @@
 namespace tpserve::planner {
 
 struct EngineStep {
+  std::string where;  // "FILE: points[i]", for errors
   std::string model;  // as the file names it
   ModelConfig shape;
   DecodePoint point;

@@ -42,21 +42,23 @@ def predict(p, hardware):
 
 def report(title, hardware_of):
     print(f"\n{title}")
-    print(f"{'engine':<11} {'model':<12} {'hardware':<13} {'tp':>2} {'batch':>5} {'ctx':>5} {'dtype':<5} "
+    print(f"{'engine':<12} {'model':<12} {'hardware':<14} {'tp':>2} {'batch':>5} {'ctx':>5} {'dtype':<5} "
           f"{'unit':<13} {'published':>9} {'predicted':>9} {'error':>7} {'comm%':>6}")
-    errors = []
+    errors, marks = [], []
     for p in evaluated:
         hardware, label = hardware_of(p)
+        marks.append(label[len(p["hardware"]):])
         row = predict(p, hardware)
         predicted = row["step_ms"] if p["unit"] == "ms_per_token" else row["tokens_per_s"] / p["batch"]
         error = row["step_ms"] / step_ms(p) - 1  # of the time per token, whatever unit was published
         errors.append(abs(error))
-        print(f"{p['engine']:<11} {p['model']:<12} {label:<13} {p['tp']:>2} {p['batch']:>5} {p['context']:>5} "
+        print(f"{p['engine']:<12} {p['model']:<12} {label:<14} {p['tp']:>2} {p['batch']:>5} {p['context']:>5} "
               f"{p.get('dtype', 'bf16'):<5} {p['unit']:<13} {p['value']:>9.2f} {predicted:>9.2f} {100 * error:>+6.1f}% "
               f"{100 * row['comm_share']:>5.1f}%")
     print(f"{len(errors)} points from {len({p['source'].split(' ')[0] for p in evaluated})} sources: "
           f"median |error| {100 * statistics.median(errors):.1f}%, worst {100 * max(errors):.1f}% "
           "(goal: median <= 20%, none worse than 40%)")
+    return errors, marks
 
 
 report("Uncalibrated presets (the hardware's floor):", lambda p: (p["hardware"], p["hardware"]))
@@ -107,5 +109,28 @@ with tempfile.TemporaryDirectory() as scratch:
         path.write_text(json.dumps(source))
         return str(path), hardware + mark
 
-    report("Calibrated per engine (own calibration; ~ newest calibrated version on this GPU; ^ per-layer time from "
-           "another GPU; * preset):", borrowed)
+    errors, marks = report("Calibrated per engine (own calibration; ~ newest calibrated version on this GPU; "
+                           "^ per-layer time from another GPU; * preset):", borrowed)
+    for name, kinds in (("own calibration", {""}), ("borrowed (~ ^)", {"~", "^"}), ("preset (*)", {"*"})):
+        chosen = [e for e, m in zip(errors, marks) if m in kinds]
+        if chosen:
+            print(f"  {name}: {len(chosen)} points, median |error| {100 * statistics.median(chosen):.1f}%, "
+                  f"worst {100 * max(chosen):.1f}%")
+
+    # The TP choice wherever a source measured one model at several TP degrees (same engine, GPU,
+    # batch and context): the fastest step, and the most tokens/s per GPU, measured and predicted.
+    print("\nTP choice where a source measured several TP degrees (calibrated per engine):")
+    groups = {}
+    for p in points:
+        groups.setdefault((p["engine"], p["hardware"], p["model"], p["batch"], p["context"]), []).append(p)
+    for (engine, hardware, model, batch, context), group in sorted(groups.items()):
+        if len({p["tp"] for p in group}) < 2:
+            continue
+        measured = {p["tp"]: step_ms(p) for p in group}
+        predicted = {p["tp"]: predict(p, borrowed(p)[0])["step_ms"] for p in group}
+        fastest = (min(measured, key=measured.get), min(predicted, key=predicted.get))
+        per_gpu = (min(measured, key=lambda tp: measured[tp] * tp), min(predicted, key=lambda tp: predicted[tp] * tp))
+        steps = ", ".join(f"TP={tp} {measured[tp]:.1f}/{predicted[tp]:.1f} ms" for tp in sorted(measured))
+        print(f"  {engine} {model} on {hardware}, batch {batch}: {steps} (measured/predicted); fastest TP "
+              f"{fastest[0]}/{fastest[1]} {'agrees' if fastest[0] == fastest[1] else 'DIFFERS'}; most tokens/s per "
+              f"GPU TP {per_gpu[0]}/{per_gpu[1]} {'agrees' if per_gpu[0] == per_gpu[1] else 'DIFFERS'}")
