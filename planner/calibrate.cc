@@ -154,16 +154,55 @@ Status FitDecode(const std::vector<json>& decodes, const CalibrateInputs& in, Ca
     note("attention reads the KV cache at %.3f of %.1f GB/s (median of %zu steps)", p.attention_efficiency,
          p.memory_bandwidth_gb_s, attention.size());
   }
+  // The machine's rate over all ranks: FLOPs over the time they took: the whole GEMM time where
+  // math overlaps streaming, what streaming leaves of it where it does not.
+  struct Batched {
+    double flop_seconds_at_1tflops, streaming_ms, gemm_ms;
+  };
+  std::vector<Batched> batched;
+  std::vector<int> batch_sizes;
   for (const Sample& s : samples) {
     if (s.point.batch == 1) continue;
-    // The machine's rate over all ranks: FLOPs over the time they took: the whole GEMM time where
-    // math overlaps streaming, what streaming leaves of it where it does not.
     const double flop_seconds_at_1tflops = (s.terms.gemm_flops_ms + s.terms.lm_head_flops_ms) * peak.bf16_tflops / 1e3;
     const double streaming = (s.terms.gemm_stream_ms + s.terms.lm_head_stream_ms) / p.memory_efficiency;
     const double gemm = s.attention_ms >= 0 ? s.gemm_ms : s.gemm_ms - s.terms.attention_ms / p.attention_efficiency;
-    const double math_ms = p.compute_overlaps_memory ? gemm : gemm - streaming;
-    if (math_ms > 0.02 * gemm) tflops.push_back(flop_seconds_at_1tflops / (math_ms * 1e-3));
+    batched.push_back({flop_seconds_at_1tflops, streaming, gemm});
+    batch_sizes.push_back(s.point.batch);
   }
+  auto rates = [&](bool overlapped) {
+    std::vector<double> found;
+    for (const Batched& b : batched) {
+      // Overlapped, a step no longer than its streaming hid its math: it bounds the rate only.
+      if (overlapped && b.gemm_ms < 1.05 * b.streaming_ms) continue;
+      const double math_ms = overlapped ? b.gemm_ms : b.gemm_ms - b.streaming_ms;
+      if (math_ms > 0.02 * b.gemm_ms) found.push_back(b.flop_seconds_at_1tflops / (math_ms * 1e-3));
+    }
+    return found;
+  };
+  // Two or more batch sizes tell whether this machine's GEMMs overlap math with streaming (time =
+  // the larger) or do one after the other (the sum): the way that predicts them better wins.
+  std::sort(batch_sizes.begin(), batch_sizes.end());
+  if (std::unique(batch_sizes.begin(), batch_sizes.end()) - batch_sizes.begin() >= 2) {
+    auto error = [&](bool overlapped) {
+      const std::vector<double> r = rates(overlapped);
+      if (r.empty()) return 1e300;
+      const double rate = Median(r);
+      double squares = 0;
+      for (const Batched& b : batched) {
+        const double math_ms = b.flop_seconds_at_1tflops / rate * 1e3;
+        const double predicted = overlapped ? std::max(b.streaming_ms, math_ms) : b.streaming_ms + math_ms;
+        squares += std::pow(predicted / b.gemm_ms - 1, 2);
+      }
+      return squares;
+    };
+    const double overlapped_error = error(true), sum_error = error(false);
+    p.compute_overlaps_memory = overlapped_error < sum_error;
+    note("GEMMs %s (rms error %.1f%% against %.1f%% the other way, %zu batched steps)",
+         p.compute_overlaps_memory ? "overlap math with weight streaming" : "stream weights, then do the math",
+         100 * std::sqrt(std::min(overlapped_error, sum_error) / batched.size()),
+         100 * std::sqrt(std::max(overlapped_error, sum_error) / batched.size()), batched.size());
+  }
+  tflops = rates(p.compute_overlaps_memory);
   if (!tflops.empty()) {
     const double achieved = Median(tflops);
     if (p.device_kind == "cpu") {

@@ -180,5 +180,53 @@ TEST(Calibrate, FitsTheMemoryEfficiencyAndHostTimeOfACpuProfile) {
   EXPECT_FALSE(Calibrate({}).ok());  // nothing to calibrate from
 }
 
+// bench-decode steps at batch 1, 2 and 8 whose GEMMs took, at half the streaming floor's rate and
+// 0.05 TFLOPS, the larger of streaming and math (`overlapped`) or their sum: calibration tells
+// which, and recovers the rate.
+nlohmann::json BatchedReport(bool overlapped) {
+  ModelConfig c;
+  c.hidden_size = 512;
+  c.intermediate_size = 1024;
+  c.num_layers = 4;
+  c.num_heads = 8;
+  c.num_kv_heads = 2;
+  c.head_dim = 64;
+  c.vocab_size = 8000;
+  HardwareProfile floor_profile;
+  floor_profile.device_kind = "cpu";
+  floor_profile.memory_bandwidth_gb_s = 20;
+  floor_profile.bf16_tflops = 1;  // FLOP times below are at 1 TFLOPS
+  floor_profile.shared_memory_bandwidth = true;
+  const EngineTraits traits{.kv_bytes = 4, .allreduce_bytes = 4};
+  nlohmann::json rows = nlohmann::json::array();
+  for (int batch : {1, 2, 8}) {
+    const ComputeTerms t = ComputeTermsAt(c, floor_profile, traits, {1, batch, 64, 2});
+    const double streaming = 2 * (t.gemm_stream_ms + t.lm_head_stream_ms);
+    const double math = (t.gemm_flops_ms + t.lm_head_flops_ms) / 0.05;
+    const double gemm = batch == 1 ? streaming : overlapped ? std::max(streaming, math) : streaming + math;
+    const double attention = 2 * t.attention_ms;
+    rows.push_back({{"tp", 1}, {"batch", batch}, {"context", 64}, {"compute_ms", gemm + attention},
+                    {"step_ms", gemm + attention + 0.3}, {"op_ms", {{"qkv_proj", gemm}, {"attention", attention}}}});
+  }
+  return {{"device", "cpu"}, {"device_name", "Test CPU"}, {"read_gb_per_s", 20}, {"threads", 2},
+          {"model",
+           {{"hidden_size", 512}, {"intermediate_size", 1024}, {"num_hidden_layers", 4}, {"num_attention_heads", 8},
+            {"num_key_value_heads", 2}, {"head_dim", 64}, {"vocab_size", 8000}}},
+          {"rows", rows}};
+}
+
+TEST(Calibrate, TellsWhetherTheGemmsOverlapMathWithStreaming) {
+  for (bool overlapped : {true, false}) {
+    const std::filesystem::path path = std::filesystem::temp_directory_path() / "tpserve_calibrate_overlap.json";
+    std::ofstream(path) << BatchedReport(overlapped).dump();
+    auto calibration = Calibrate({.bench_decode = {path.string()}, .date = "2026-12-01"});
+    std::filesystem::remove(path);
+    ASSERT_TRUE(calibration.ok()) << calibration.status().ToString();
+    EXPECT_EQ(calibration->profile.compute_overlaps_memory, overlapped);
+    EXPECT_NEAR(calibration->profile.memory_efficiency, 0.5, 1e-9);
+    EXPECT_NEAR(calibration->profile.bf16_tflops, 0.05, 1e-9) << (overlapped ? "overlapped" : "sum");
+  }
+}
+
 }  // namespace
 }  // namespace tpserve::planner
