@@ -1,8 +1,8 @@
 // `tpserve plan calibrate`: a hardware profile from measurements the user already has —
 // bench-comm --json and plain nccl-tests output (α/β per size range, fitted with comm/'s one
 // fitter), and bench-decode --json (achieved memory bandwidth and compute rate, per-step host
-// time), or any engine's decode-step times (its memory efficiency and per-step host time). The
-// result is a profile file `plan --hardware FILE` takes.
+// time), or any engine's decode-step times (its memory efficiency and per-layer time). The result
+// is a profile file `plan --hardware FILE` takes.
 #pragma once
 
 #include <string>

@@ -2,8 +2,9 @@
 // the same parts the engine's step trace measures: per layer the GEMMs (the larger of streaming
 // the rank's weight slice and its FLOPs), attention (reading the KV cache), and the two
 // AllReduces (through the collective model), and a fixed overhead per layer (small kernels, gaps);
-// then the LM head, the logits AllGather, exposed kernel-launch time and per-step host time. Also what one device holds (weights, KV cache,
-// activations) and the largest batch that fits at this context.
+// then the LM head, the logits AllGather, exposed kernel-launch time and per-step host time. Also
+// what one device holds (weights, KV cache, activations) and the largest batch that fits at this
+// context.
 #pragma once
 
 #include "model/model_config.h"

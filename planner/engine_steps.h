@@ -5,10 +5,10 @@
 // planner predicts the TP degrees and models that engine has not been run at.
 //
 // FILE: {"points": [...]} or a bare array; each point
-//   {"model": NAME | config.json path, "tp": N, "batch": B, "context": C, "dtype":
-//   "bf16"|"fp16"|"fp8",
-//    "step_ms": X}  or, instead of step_ms, {"unit": "ms_per_token"|"tokens_per_s", "value": X}
-// where tokens_per_s is one sequence's rate (1000 / step_ms). Other fields are ignored.
+//   {"model": NAME | config.json path, "tp": N, "batch": B, "context": C,
+//    "dtype": "bf16" | "fp16" | "fp8", "step_ms": X}
+// or, instead of step_ms, "unit": "ms_per_token" | "tokens_per_s" and "value": X, where
+// tokens_per_s is one sequence's rate (1000 / step_ms). Other fields are ignored.
 #pragma once
 
 #include <nlohmann/json_fwd.hpp>

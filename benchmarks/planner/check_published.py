@@ -63,6 +63,7 @@ def report(title, hardware_of):
 
 report("Uncalibrated presets (the hardware's floor):", lambda p: (p["hardware"], p["hardware"]))
 
+
 def version(engine):
     return tuple(int(x) for x in engine.split("-", 1)[1].split(".") if x.isdigit())
 
