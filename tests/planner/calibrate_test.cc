@@ -133,9 +133,9 @@ TEST(BenchCommJson, ReadsTheSweepAndRefusesWrongResults) {
   EXPECT_THAT(ParseBenchCommJson(j, "comm.json").status().message(), HasSubstr("ranks"));
 }
 
-// A bench-decode report whose batch-1 steps took exactly twice the streaming floor of its shape at
-// the bandwidth it measured, with 0.3 ms of host time: memory efficiency 0.5, host 300 µs.
-TEST(Calibrate, FitsTheMemoryEfficiencyAndHostTimeOfACpuProfile) {
+// The shape the synthetic bench-decode reports describe, and a CPU streaming its weights at 20 GB/s
+// (FLOP times at 1 TFLOPS).
+ModelConfig ReportShape() {
   ModelConfig c;
   c.hidden_size = 512;
   c.intermediate_size = 1024;
@@ -144,27 +144,40 @@ TEST(Calibrate, FitsTheMemoryEfficiencyAndHostTimeOfACpuProfile) {
   c.num_kv_heads = 2;
   c.head_dim = 64;
   c.vocab_size = 8000;
-  HardwareProfile floor_profile;
-  floor_profile.device_kind = "cpu";
-  floor_profile.memory_bandwidth_gb_s = 20;
-  floor_profile.bf16_tflops = 1e6;
-  floor_profile.shared_memory_bandwidth = true;
+  return c;
+}
+
+HardwareProfile FloorCpu() {
+  HardwareProfile p;
+  p.device_kind = "cpu";
+  p.memory_bandwidth_gb_s = 20;
+  p.bf16_tflops = 1;
+  p.shared_memory_bandwidth = true;
+  return p;
+}
+
+// bench-decode --json around `rows`, for ReportShape on a "Test CPU" reading 20 GB/s.
+nlohmann::json Report(const nlohmann::json& rows) {
+  return {{"device", "cpu"}, {"device_name", "Test CPU"}, {"read_gb_per_s", 20}, {"threads", 2},
+          {"model",
+           {{"hidden_size", 512}, {"intermediate_size", 1024}, {"num_hidden_layers", 4}, {"num_attention_heads", 8},
+            {"num_key_value_heads", 2}, {"head_dim", 64}, {"vocab_size", 8000}}},
+          {"rows", rows}};
+}
+
+// A bench-decode report whose batch-1 steps took exactly twice the streaming floor of its shape at
+// the bandwidth it measured, with 0.3 ms of host time: memory efficiency 0.5, host 300 µs.
+TEST(Calibrate, FitsTheMemoryEfficiencyAndHostTimeOfACpuProfile) {
   const EngineTraits traits{.kv_bytes = 4, .allreduce_bytes = 4};
   nlohmann::json rows = nlohmann::json::array();
   for (int context : {16, 256}) {
-    const ComputeTerms t = ComputeTermsAt(c, floor_profile, traits, {1, 1, context, 2});
+    const ComputeTerms t = ComputeTermsAt(ReportShape(), FloorCpu(), traits, {1, 1, context, 2});
     const double compute = 2 * (t.gemm_stream_ms + t.attention_ms + t.lm_head_stream_ms);
     rows.push_back({{"tp", 1}, {"batch", 1}, {"context", context}, {"compute_ms", compute},
                     {"step_ms", compute + 0.3}, {"host_ms", 0.3}});
   }
-  nlohmann::json report = {{"device", "cpu"}, {"device_name", "Test CPU"}, {"read_gb_per_s", 20}, {"threads", 2},
-                           {"model",
-                            {{"hidden_size", 512}, {"intermediate_size", 1024}, {"num_hidden_layers", 4},
-                             {"num_attention_heads", 8}, {"num_key_value_heads", 2}, {"head_dim", 64},
-                             {"vocab_size", 8000}}},
-                           {"rows", rows}};
   const std::filesystem::path path = std::filesystem::temp_directory_path() / "tpserve_calibrate_test.json";
-  std::ofstream(path) << report.dump();
+  std::ofstream(path) << Report(rows).dump();
   auto calibration = Calibrate({.bench_decode = {path.string()}, .date = "2026-12-01"});
   std::filesystem::remove(path);
   ASSERT_TRUE(calibration.ok()) << calibration.status().ToString();
@@ -184,23 +197,10 @@ TEST(Calibrate, FitsTheMemoryEfficiencyAndHostTimeOfACpuProfile) {
 // 0.05 TFLOPS, the larger of streaming and math (`overlapped`) or their sum: calibration tells
 // which, and recovers the rate.
 nlohmann::json BatchedReport(bool overlapped) {
-  ModelConfig c;
-  c.hidden_size = 512;
-  c.intermediate_size = 1024;
-  c.num_layers = 4;
-  c.num_heads = 8;
-  c.num_kv_heads = 2;
-  c.head_dim = 64;
-  c.vocab_size = 8000;
-  HardwareProfile floor_profile;
-  floor_profile.device_kind = "cpu";
-  floor_profile.memory_bandwidth_gb_s = 20;
-  floor_profile.bf16_tflops = 1;  // FLOP times below are at 1 TFLOPS
-  floor_profile.shared_memory_bandwidth = true;
   const EngineTraits traits{.kv_bytes = 4, .allreduce_bytes = 4};
   nlohmann::json rows = nlohmann::json::array();
   for (int batch : {1, 2, 8}) {
-    const ComputeTerms t = ComputeTermsAt(c, floor_profile, traits, {1, batch, 64, 2});
+    const ComputeTerms t = ComputeTermsAt(ReportShape(), FloorCpu(), traits, {1, batch, 64, 2});
     const double streaming = 2 * (t.gemm_stream_ms + t.lm_head_stream_ms);
     const double math = (t.gemm_flops_ms + t.lm_head_flops_ms) / 0.05;
     const double gemm = batch == 1 ? streaming : overlapped ? std::max(streaming, math) : streaming + math;
@@ -208,11 +208,7 @@ nlohmann::json BatchedReport(bool overlapped) {
     rows.push_back({{"tp", 1}, {"batch", batch}, {"context", 64}, {"compute_ms", gemm + attention},
                     {"step_ms", gemm + attention + 0.3}, {"op_ms", {{"qkv_proj", gemm}, {"attention", attention}}}});
   }
-  return {{"device", "cpu"}, {"device_name", "Test CPU"}, {"read_gb_per_s", 20}, {"threads", 2},
-          {"model",
-           {{"hidden_size", 512}, {"intermediate_size", 1024}, {"num_hidden_layers", 4}, {"num_attention_heads", 8},
-            {"num_key_value_heads", 2}, {"head_dim", 64}, {"vocab_size", 8000}}},
-          {"rows", rows}};
+  return Report(rows);
 }
 
 TEST(Calibrate, TellsWhetherTheGemmsOverlapMathWithStreaming) {
