@@ -458,11 +458,24 @@ TEST(HttpApiClients, AFullQueueIs429AndDrainingIs503WhileRunningStreamsFinish) {
   const int port = server.http_port();
   // Each long request runs for a second or more on the tiny model (~1-3 ms per token).
   const std::string long_request = R"({"prompt": "Hello", "max_tokens": 600, "ignore_eos": true, "stream": true})";
-  // The first runs, the second waits in the queue, the third finds it full.
+  // The first runs, the second waits in the queue, the third finds it full. Each is sent once the
+  // server's Stats show the one before in place (a loaded machine, ASan, may take a while to).
+  auto stats_reach = [&](int running, int waiting) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    v1::StatsResponse stats;
+    do {
+      stats = Stats(server.grpc_target());
+      if (stats.requests_running() == running && stats.requests_waiting() == waiting) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    } while (std::chrono::steady_clock::now() < deadline);
+    ADD_FAILURE() << "Stats never showed " << running << " running and " << waiting << " waiting; last: "
+                  << stats.requests_running() << " and " << stats.requests_waiting();
+    return false;
+  };
   auto first = std::async(std::launch::async, [&] { return Post(port, "/v1/completions", long_request); });
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  ASSERT_TRUE(stats_reach(1, 0));
   auto second = std::async(std::launch::async, [&] { return Post(port, "/v1/completions", long_request); });
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  ASSERT_TRUE(stats_reach(1, 1));
   const HttpResult third = Post(port, "/v1/completions", long_request);
   EXPECT_EQ(third.status, 429) << third.body;
   EXPECT_EQ(json::parse(third.body)["error"]["type"], "rate_limit_error");
