@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "benchmarks/cuda_event_timer.h"
 #include "kernels/cuda/gemm.h"
 #include "kernels/cuda/memory_bandwidth.h"
 
@@ -24,23 +25,7 @@ using tpserve::cuda::GemmSelection;
 
 // Median µs per call of `linear` at `tokens`.
 double TimeUs(Bf16Linear& linear, const uint16_t* w, const uint16_t* x, float* y, int tokens, int reps) {
-  cudaEvent_t start, stop;
-  cudaEventCreate(&start);
-  cudaEventCreate(&stop);
-  std::vector<double> us;
-  for (int r = 0; r < reps + 5; ++r) {
-    cudaEventRecord(start);
-    (void)linear.Run(w, x, y, tokens, nullptr);
-    cudaEventRecord(stop);
-    cudaEventSynchronize(stop);
-    float ms = 0;
-    cudaEventElapsedTime(&ms, start, stop);
-    if (r >= 5) us.push_back(ms * 1e3);
-  }
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
-  std::sort(us.begin(), us.end());
-  return us[us.size() / 2];
+  return tpserve::bench::MedianEventUs([&] { (void)linear.Run(w, x, y, tokens, nullptr); }, reps);
 }
 
 }  // namespace

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "benchmarks/cuda_event_timer.h"
 #include "kernels/cuda/attention.h"
 #include "kernels/cuda/memory_bandwidth.h"
 #include "kernels/cuda/ops.h"
@@ -22,27 +23,6 @@
 namespace {
 
 __global__ void EmptyKernel() {}
-
-// Median µs of `launch` over `reps` calls after 5 warm-ups, each timed alone.
-double TimeUs(const std::function<void()>& launch, int reps) {
-  cudaEvent_t start, stop;
-  cudaEventCreate(&start);
-  cudaEventCreate(&stop);
-  std::vector<double> us;
-  for (int r = 0; r < reps + 5; ++r) {
-    cudaEventRecord(start);
-    launch();
-    cudaEventRecord(stop);
-    cudaEventSynchronize(stop);
-    float ms = 0;
-    cudaEventElapsedTime(&ms, start, stop);
-    if (r >= 5) us.push_back(ms * 1e3);
-  }
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
-  std::sort(us.begin(), us.end());
-  return us[us.size() / 2];
-}
 
 // A zeroed device buffer that frees itself.
 struct Buffer {
@@ -86,7 +66,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "bench_cuda_kernels: %s\n", bandwidth.status().ToString().c_str());
     return 1;
   }
-  const double launch_us = TimeUs([] { EmptyKernel<<<1, 32>>>(); }, reps);
+  const double launch_us = tpserve::bench::MedianEventUs([] { EmptyKernel<<<1, 32>>>(); }, reps);
   std::printf(
       "GPU read bandwidth %.0f GB/s (read-only kernel over 4 GiB, this run); empty kernel %.2f "
       "us\n",
@@ -194,7 +174,7 @@ int main(int argc, char** argv) {
          }},
     };
     for (const Case& c : cases) {
-      const double us = TimeUs(c.launch, reps);
+      const double us = tpserve::bench::MedianEventUs(c.launch, reps);
       const double floor_us = std::max(c.bytes / (*bandwidth * 1e9) * 1e6, launch_us);
       std::printf("%-14s %6d %10.2f %10.2f %12.0f %8.2fx\n", c.name, tokens, us, floor_us, c.bytes,
                   us / floor_us);
