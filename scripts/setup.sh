@@ -32,7 +32,8 @@ PACKAGES=(
   openssl  # the TLS tests make their certificates
   python3-jinja2  # the reference for the chat template differential test
   libopenmpi-dev openmpi-bin  # bench-comm --peer mpi
-  yamllint shellcheck  # deploy/'s static checks (tests/deploy)
+  yamllint python3-yaml shellcheck  # deploy/'s static checks (tests/deploy)
+  iproute2  # ip netns: the multi-process test's two network namespaces
 )
 [[ $WANT_SANITIZERS == 1 ]] && PACKAGES+=(clang-16 libclang-rt-16-dev)
 # npm fetches the tokenizer files; Debian's nodejs + npm unless a Node.js with npm is already here.

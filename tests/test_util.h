@@ -4,6 +4,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -42,6 +43,15 @@ inline void WriteFile(const std::string& path, const std::string& bytes) {
 inline std::string ReadFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+// Whether `program` is on PATH. A test that runs one of the programs scripts/setup.sh installs
+// asserts this first, so a missing one fails in one line that names it and its Debian package.
+inline ::testing::AssertionResult ProgramInstalled(const std::string& program, const std::string& package) {
+  const std::string probe = "command -v '" + program + "' >/dev/null 2>&1";
+  if (std::system(probe.c_str()) == 0) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << program << " is not installed: apt-get install " << package
+                                       << " (scripts/setup.sh does)";
 }
 
 // Where scripts/fetch_assets.sh put the tokenizers and llama.cpp's vocab tests.

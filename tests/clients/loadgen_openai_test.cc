@@ -151,6 +151,7 @@ TEST(LoadgenOpenAiNoServer, UnreachableServerIsNamed) {
 
 // https with the CA that signed the server's certificate, and the API key as Authorization: Bearer.
 TEST(LoadgenOpenAiSecure, HttpsWithApiKey) {
+  ASSERT_TRUE(testing::ProgramInstalled("openssl", "openssl"));
   testing::TempDir dir;
   const std::string d = dir.path().string();
   // A self-signed certificate for 127.0.0.1 that is its own CA.

@@ -15,7 +15,10 @@ import re
 import subprocess
 import sys
 
-import yaml
+try:
+    import yaml
+except ImportError:
+    sys.exit("deploy: Python's yaml module is not installed: apt-get install python3-yaml (scripts/setup.sh does)")
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 DEPLOY = REPO / "deploy"

@@ -8,6 +8,7 @@ and a killed leader ends its followers.
 """
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -201,6 +202,9 @@ def across_network_namespaces(expected):
     """The 2-member run with each member in its own network namespace, joined by a veth pair with
     private addresses that exist only inside the namespaces: the traffic crosses a real network
     stack and never leaves this machine. Needs root with CAP_NET_ADMIN; only CI may skip it."""
+    if shutil.which("ip") is None:  # scripts/setup.sh installs it
+        check(False, "two network namespaces: 'ip' is not installed (apt-get install iproute2; scripts/setup.sh does)")
+        return
     tag = str(os.getpid() % 100000)
     names = [f"tps-a-{tag}", f"tps-b-{tag}"]
     addresses = ["10.199.0.1", "10.199.0.2"]

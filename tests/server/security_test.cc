@@ -157,6 +157,10 @@ struct Certificates {
   testing::TempDir dir;
   std::string Path(const std::string& name) const { return (dir.path() / name).string(); }
   bool Make() {
+    if (auto installed = testing::ProgramInstalled("openssl", "openssl"); !installed) {
+      ADD_FAILURE() << installed.message();
+      return false;
+    }
     const std::string d = dir.path().string();
     const std::string script =
         "set -e; cd " + d +
