@@ -19,6 +19,8 @@
 #include <thread>
 
 #include "clients/arrival_schedule.h"
+
+#include "common/bounded_json.h"
 #include "clients/connection.h"
 #include "clients/grpc_load_target.h"
 #include "clients/load_stats.h"
@@ -284,7 +286,7 @@ int Main(const LoadgenOptions& o) {
     for (std::string line; std::getline(in, line);) {
       ++line_number;
       if (line.empty()) continue;
-      auto row = nlohmann::json::parse(line, nullptr, false);
+      auto row = ParseBoundedJson(line);
       if (row.is_discarded() || !row.is_object() || !row.contains("prompt") || !row["prompt"].is_string()) {
         spdlog::error("loadgen: --dataset {}: line {} is not a JSON object with a string \"prompt\"", o.dataset, line_number);
         return 2;

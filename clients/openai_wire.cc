@@ -1,5 +1,7 @@
 #include "clients/openai_wire.h"
 
+#include "common/bounded_json.h"
+
 #include <array>
 #include <cstdint>
 #include <nlohmann/json.hpp>
@@ -65,7 +67,7 @@ std::string OpenAiRequestBody(OpenAiRoute route, const std::string& model, const
 }
 
 Result<OpenAiChunk> ParseOpenAiChunk(std::string_view data) {
-  const json chunk = json::parse(data, nullptr, /*allow_exceptions=*/false);
+  const json chunk = ParseBoundedJson(data);
   if (!chunk.is_object()) return DataLoss("a streamed chunk that is not a JSON object: " + Shorten(std::string(data)));
   OpenAiChunk out;
   if (const auto error = chunk.find("error"); error != chunk.end()) {
@@ -91,7 +93,7 @@ Result<OpenAiChunk> ParseOpenAiChunk(std::string_view data) {
 }
 
 std::string OpenAiErrorMessage(std::string_view body) {
-  const json parsed = json::parse(body, nullptr, /*allow_exceptions=*/false);
+  const json parsed = ParseBoundedJson(body);
   if (parsed.is_object()) {
     for (const char* key : {"error", "detail", "message"}) {
       if (const auto it = parsed.find(key); it != parsed.end()) {
@@ -129,7 +131,7 @@ Result<OpenAiServerUrl> ParseOpenAiServerUrl(std::string_view url) {
 }
 
 Result<std::string> FirstModelId(std::string_view body) {
-  const json parsed = json::parse(body, nullptr, /*allow_exceptions=*/false);
+  const json parsed = ParseBoundedJson(body);
   if (parsed.is_object() && parsed.contains("data") && parsed["data"].is_array() && !parsed["data"].empty()) {
     const json& first = parsed["data"][0];
     if (first.is_object() && first.contains("id") && first["id"].is_string()) return first["id"].get<std::string>();

@@ -13,12 +13,16 @@ set(TPSERVE_HAVE_GRPC OFF)
 if(NOT TPSERVE_GRPC STREQUAL "OFF")
   find_package(gRPC CONFIG QUIET)
   find_package(Protobuf QUIET)
-  pkg_check_modules(HTTPLIB QUIET IMPORTED_TARGET cpp-httplib)
-  if(gRPC_FOUND AND Protobuf_FOUND AND HTTPLIB_FOUND)
+  pkg_check_modules(HTTPLIB QUIET IMPORTED_TARGET cpp-httplib)  # loadgen's and the tests' HTTP client
+  # The HTTP server (OpenAI API, /metrics): Boost.Beast over Asio, with OpenSSL for TLS.
+  find_package(Boost 1.81 CONFIG QUIET)
+  find_package(OpenSSL QUIET)
+  if(gRPC_FOUND AND Protobuf_FOUND AND HTTPLIB_FOUND AND Boost_FOUND AND OpenSSL_FOUND)
     set(TPSERVE_HAVE_GRPC ON)
   elseif(TPSERVE_GRPC STREQUAL "ON")
-    message(FATAL_ERROR "TPSERVE_GRPC=ON but gRPC/Protobuf were not found "
-                        "(apt-get install libgrpc++-dev protobuf-compiler-grpc libcpp-httplib-dev)")
+    message(FATAL_ERROR "TPSERVE_GRPC=ON but gRPC/Protobuf/cpp-httplib/Boost 1.81/OpenSSL were not found "
+                        "(apt-get install libgrpc++-dev protobuf-compiler-grpc libcpp-httplib-dev libboost1.81-dev "
+                        "libssl-dev)")
   endif()
 endif()
 

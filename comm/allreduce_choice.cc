@@ -1,5 +1,7 @@
 #include "comm/allreduce_choice.h"
 
+#include "common/bounded_json.h"
+
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
@@ -76,12 +78,7 @@ size_t OneShotLimitBytes(const AllReduceTable& table) {
 }
 
 Result<std::vector<AllReduceTable>> ReadAllReduceTables(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return NotFound(path + ": cannot open the AllReduce table");
-  std::stringstream text;
-  text << in.rdbuf();
-  const json doc = json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
-  if (doc.is_discarded()) return InvalidArgument(path + ": not valid JSON");
+  ASSIGN_OR_RETURN(const json doc, ReadJsonFile(path));
   if (!doc.is_object() || !doc.contains("allreduce_tables") ||
       !doc["allreduce_tables"].is_array()) {
     return InvalidArgument(

@@ -9,6 +9,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "common/bounded_json.h"
+
 namespace tpserve {
 
 template <typename Int>
@@ -23,7 +25,7 @@ Int JsonInt(const nlohmann::json& value, const std::string& what) {
       return static_cast<Int>(v);
     }
   }
-  throw std::out_of_range(what + ": " + value.dump() + " is not an integer in [" +
+  throw std::out_of_range(what + ": " + DescribeJsonForError(value) + " is not an integer in [" +
                           std::to_string(std::numeric_limits<Int>::min()) + ", " +
                           std::to_string(std::numeric_limits<Int>::max()) + "]");
 }

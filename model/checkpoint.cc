@@ -1,5 +1,7 @@
 #include "model/checkpoint.h"
 
+#include "common/bounded_json.h"
+
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
@@ -20,10 +22,8 @@ constexpr const char* kIndexFile = "model.safetensors.index.json";
 
 // The weight_map of an index file: tensor name -> shard file name.
 Result<std::map<std::string, std::string>> ReadIndex(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return NotFound(path + ": cannot open");
-  nlohmann::json index = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
-  if (index.is_discarded() || !index.is_object()) return DataLoss(path + ": not a JSON object");
+  ASSIGN_OR_RETURN(nlohmann::json index, ReadJsonFile(path));
+  if (!index.is_object()) return DataLoss(path + ": not a JSON object");
   auto weight_map = index.find("weight_map");
   if (weight_map == index.end() || !weight_map->is_object()) {
     return DataLoss(path + ": missing object field 'weight_map'");

@@ -1,5 +1,7 @@
 #include "model/model_config.h"
 
+#include "common/bounded_json.h"
+
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -139,11 +141,8 @@ Result<RopeScaling> ParseRopeScaling(const json& config, const std::string& sour
   return scaling;
 }
 
-Result<json> ReadJsonFile(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return NotFound(path + ": cannot open");
-  json value = json::parse(in, nullptr, /*allow_exceptions=*/false);
-  if (value.is_discarded()) return InvalidArgument(path + ": not valid JSON");
+Result<json> ReadJsonObjectFile(const std::string& path) {
+  ASSIGN_OR_RETURN(json value, ReadJsonFile(path));
   if (!value.is_object()) return InvalidArgument(path + ": not a JSON object");
   return value;
 }
@@ -230,12 +229,12 @@ Result<ModelConfig> ParseModelConfig(const json& config, const std::string& sour
 
 Result<ModelConfig> LoadModelConfig(const std::string& dir) {
   const std::string config_path = (fs::path(dir) / "config.json").string();
-  ASSIGN_OR_RETURN(json config, ReadJsonFile(config_path));
+  ASSIGN_OR_RETURN(json config, ReadJsonObjectFile(config_path));
   ASSIGN_OR_RETURN(ModelConfig c, ParseModelConfig(config, config_path));
 
   const std::string generation_path = (fs::path(dir) / "generation_config.json").string();
   if (fs::exists(generation_path)) {
-    ASSIGN_OR_RETURN(json generation, ReadJsonFile(generation_path));
+    ASSIGN_OR_RETURN(json generation, ReadJsonObjectFile(generation_path));
     FieldReader fields(generation, generation_path);
     ASSIGN_OR_RETURN(std::vector<int> bos, fields.TokenIds("bos_token_id"));
     ASSIGN_OR_RETURN(std::vector<int> eos, fields.TokenIds("eos_token_id"));

@@ -1,5 +1,7 @@
 #include "model/model_directory.h"
 
+#include "common/bounded_json.h"
+
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -30,11 +32,8 @@ Status CompleteSpecialTokens(const std::string& dir, const Tokenizer& tokenizer,
   const std::string path = (fs::path(dir) / "tokenizer_config.json").string();
   *add_bos = config->bos_token_id.has_value();
   if (!fs::exists(path)) return Status::Ok();
-  std::ifstream in(path);
-  json tokenizer_config = json::parse(in, nullptr, /*allow_exceptions=*/false);
-  if (tokenizer_config.is_discarded() || !tokenizer_config.is_object()) {
-    return InvalidArgument(path + ": not a JSON object");
-  }
+  ASSIGN_OR_RETURN(json tokenizer_config, ReadJsonFile(path));
+  if (!tokenizer_config.is_object()) return InvalidArgument(path + ": not a JSON object");
   auto resolve = [&](const char* field) -> Result<std::optional<int32_t>> {
     std::optional<std::string> name = SpecialTokenName(tokenizer_config, field);
     if (!name) return std::optional<int32_t>();
@@ -98,8 +97,7 @@ Result<DummyShape> ResolveDummyShape(const ModelSource& source) {
     return DummyShape{std::move(config), beside(source.model)};
   }
   if (fs::is_regular_file(source.model)) {
-    std::ifstream in(source.model);
-    const json value = json::parse(in, nullptr, /*allow_exceptions=*/false);
+    ASSIGN_OR_RETURN(const json value, ReadJsonFile(source.model));
     if (!value.is_object()) return InvalidArgument(source.model + ": not a JSON object");
     ASSIGN_OR_RETURN(ModelConfig config, ParseModelConfig(value, source.model));
     return DummyShape{std::move(config), beside(fs::path(source.model).parent_path())};

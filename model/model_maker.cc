@@ -1,5 +1,7 @@
 #include "model/model_maker.h"
 
+#include "common/bounded_json.h"
+
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -233,8 +235,7 @@ Status MakeModel(const MakeModelOptions& options) {
   // bundled files' own templates are of other releases: Llama-3.0's, Qwen3's).
   ordered_json tokenizer_config = ordered_json::object();
   if (fs::exists(source / "tokenizer_config.json")) {
-    std::ifstream in(source / "tokenizer_config.json");
-    tokenizer_config = ordered_json::parse(in, nullptr, /*allow_exceptions=*/false);
+    ASSIGN_OR_RETURN(tokenizer_config, ReadJsonFile<ordered_json>((source / "tokenizer_config.json").string()));
     if (!tokenizer_config.is_object()) {
       return InvalidArgument((source / "tokenizer_config.json").string() + ": not a JSON object");
     }

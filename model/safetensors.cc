@@ -1,5 +1,7 @@
 #include "model/safetensors.h"
 
+#include "common/bounded_json.h"
+
 #include <algorithm>
 #include <cstring>
 #include <limits>
@@ -95,9 +97,10 @@ Status SafetensorsFile::ParseHeader() {
     return DataLoss("header length " + std::to_string(header_len) + " is over the 100 MiB limit");
   }
   const char* header_begin = reinterpret_cast<const char*>(bytes.data() + 8);
-  nlohmann::json header = nlohmann::json::parse(header_begin, header_begin + header_len, nullptr,
-                                                /*allow_exceptions=*/false);
-  if (header.is_discarded()) return DataLoss("header is not valid JSON");
+  nlohmann::json header = ParseBoundedJson(std::string_view(header_begin, header_len));
+  if (header.is_discarded()) {
+    return DataLoss("header is not valid JSON or nests deeper than " + std::to_string(kMaxJsonDepth) + " levels");
+  }
   if (!header.is_object()) return DataLoss("header is not a JSON object");
 
   for (auto it = header.begin(); it != header.end(); ++it) {

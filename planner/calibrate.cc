@@ -1,5 +1,7 @@
 #include "planner/calibrate.h"
 
+#include "common/bounded_json.h"
+
 #include <algorithm>
 #include <cmath>
 #include <fstream>
@@ -16,21 +18,6 @@ namespace tpserve::planner {
 namespace {
 
 using nlohmann::json;
-
-Result<std::string> ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return NotFound(path + ": cannot open");
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
-Result<json> ReadJson(const std::string& path) {
-  ASSIGN_OR_RETURN(std::string text, ReadFile(path));
-  json value = json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (value.is_discarded()) return InvalidArgument(path + ": not valid JSON");
-  return value;
-}
 
 // The machine's memory in GB (1e9), for a CPU profile made on the machine it describes.
 double MachineMemoryGb() {
@@ -227,7 +214,7 @@ Status FitEngine(const CalibrateInputs& in, Calibration* out) {
   HardwareProfile& p = out->profile;
   std::vector<EngineStep> steps;
   for (const std::string& path : in.engine_steps) {
-    ASSIGN_OR_RETURN(json value, ReadJson(path));
+    ASSIGN_OR_RETURN(json value, ReadJsonFile(path));
     ASSIGN_OR_RETURN(std::vector<EngineStep> more, ParseEngineSteps(value, path));
     steps.insert(steps.end(), more.begin(), more.end());
   }
@@ -376,7 +363,7 @@ Result<Calibration> Calibrate(const CalibrateInputs& in) {
   Calibration out;
   std::vector<json> decodes;
   for (const std::string& path : in.bench_decode) {
-    ASSIGN_OR_RETURN(json value, ReadJson(path));
+    ASSIGN_OR_RETURN(json value, ReadJsonFile(path));
     decodes.push_back(std::move(value));
   }
   if (!in.base.empty()) {
@@ -391,12 +378,12 @@ Result<Calibration> Calibrate(const CalibrateInputs& in) {
   // Collectives: every sweep's α/β per size range replaces NCCL's model at its rank count.
   std::vector<CommSamples> sweeps;
   for (const std::string& path : in.bench_comm) {
-    ASSIGN_OR_RETURN(json value, ReadJson(path));
+    ASSIGN_OR_RETURN(json value, ReadJsonFile(path));
     ASSIGN_OR_RETURN(CommSamples s, ParseBenchCommJson(value, path));
     sweeps.push_back(std::move(s));
   }
   for (const std::string& path : in.nccl_tests) {
-    ASSIGN_OR_RETURN(std::string text, ReadFile(path));
+    ASSIGN_OR_RETURN(std::string text, ReadTextFile(path));
     ASSIGN_OR_RETURN(CommSamples s, ParseNcclTestsOutput(text, path));
     sweeps.push_back(std::move(s));
   }

@@ -1,5 +1,7 @@
 #include "planner/hardware_profile.h"
 
+#include "common/bounded_json.h"
+
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -241,9 +243,7 @@ Result<HardwareProfile> LoadHardwareProfile(const std::string& name_or_path) {
     for (const std::string& n : HardwareProfileNames()) names += (names.empty() ? "" : ", ") + n;
     return NotFound("--hardware '" + name_or_path + "' is neither a profile file nor a preset (" + names + ")");
   }
-  std::ifstream in(name_or_path);
-  const json value = json::parse(in, nullptr, /*allow_exceptions=*/false);
-  if (value.is_discarded()) return InvalidArgument(name_or_path + ": not valid JSON");
+  ASSIGN_OR_RETURN(const json value, ReadJsonFile(name_or_path));
   return ParseHardwareProfile(value, name_or_path);
 }
 

@@ -28,6 +28,7 @@ PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libpcre2-dev libutf8proc-dev
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc libcpp-httplib-dev libgloo-dev
+  libboost1.81-dev libssl-dev  # the HTTP server: Boost.Beast, OpenSSL for TLS
   librsvg2-bin  # --plot FILE.png
   openssl  # the TLS tests make their certificates
   python3-jinja2  # the reference for the chat template differential test

@@ -1,17 +1,14 @@
-// Serves GET /metrics (Prometheus text format) over HTTP with cpp-httplib, on its own thread.
-// The page is what `render` returns at the time of the request.
+// Serves GET /metrics (Prometheus text format) on HttpServer's event loop. The page is what
+// `render` returns at the time of the request. Any other request is refused from its head (its
+// body is never read), and slow or idle scrapers hold no thread.
 #pragma once
 
 #include <functional>
 #include <memory>
 #include <string>
-#include <thread>
 
 #include "common/status.h"
-
-namespace httplib {
-class Server;
-}
+#include "server/http/http_server.h"
 
 namespace tpserve {
 
@@ -26,8 +23,7 @@ class MetricsHttpServer {
 
  private:
   std::function<std::string()> render_;
-  std::unique_ptr<httplib::Server> server_;
-  std::thread thread_;
+  std::unique_ptr<HttpServer> server_;
 };
 
 }  // namespace tpserve

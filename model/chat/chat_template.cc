@@ -1,5 +1,7 @@
 #include "model/chat/chat_template.h"
 
+#include "common/bounded_json.h"
+
 #include <fstream>
 #include <sstream>
 
@@ -95,8 +97,8 @@ Result<std::optional<ChatTemplate>> LoadChatTemplate(const std::filesystem::path
   if (!in) return NotFound(file + ": cannot open");
   std::stringstream bytes;
   bytes << in.rdbuf();
-  nlohmann::json config = nlohmann::json::parse(bytes.str(), nullptr, /*allow_exceptions=*/false);
-  if (config.is_discarded() || !config.is_object())
+  ASSIGN_OR_RETURN(nlohmann::json config, ParseJson(bytes.str(), file));
+  if (!config.is_object())
     return InvalidArgument(file + ": not a JSON object");
   auto field = config.find("chat_template");
   if (field == config.end() || field->is_null()) return std::optional<ChatTemplate>();

@@ -1,5 +1,7 @@
 #include "model/tokenizer/tokenizer.h"
 
+#include "common/bounded_json.h"
+
 #include "common/json_int.h"
 
 #include <utf8proc.h>
@@ -142,8 +144,8 @@ Result<Tokenizer> Tokenizer::FromFile(const std::string& path) {
 }
 
 Result<Tokenizer> Tokenizer::FromJson(std::string_view text, const std::string& source) {
-  json root = json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
-  if (root.is_discarded() || !root.is_object()) return InvalidArgument(source + ": not a JSON object");
+  ASSIGN_OR_RETURN(json root, ParseJson(text, source));
+  if (!root.is_object()) return InvalidArgument(source + ": not a JSON object");
 
   const json& model = root.value("model", json::object());
   if (TypeOf(model) != "BPE") {

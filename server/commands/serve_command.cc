@@ -2,6 +2,7 @@
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
 #include <spdlog/spdlog.h>
+#include <sys/resource.h>
 
 #include <chrono>
 #include <csignal>
@@ -47,7 +48,8 @@ struct ServeOptions {
   std::optional<int> http_port;
   std::string served_model_name;  // default: the model directory's name
   std::string chat_template;      // a Jinja file replacing the model's chat template
-  int http_threads = 512;
+  int http_threads = 2;              // event-loop threads; connections are not bound to threads
+  int http_max_connections = 8192;
   int http_timeout_s = 10;
   EngineOptions engine;
   EngineLoopOptions loop;
@@ -98,7 +100,16 @@ int WaitForSignal(const sigset_t& signals) {
   return signal;
 }
 
+// Every open connection (gRPC, HTTP, metrics) is a file descriptor: use all the hard limit allows.
+void RaiseOpenFileLimit() {
+  rlimit limit{};
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur >= limit.rlim_max) return;
+  limit.rlim_cur = limit.rlim_max;
+  if (setrlimit(RLIMIT_NOFILE, &limit) != 0) spdlog::warn("serve: cannot raise the open-file limit");
+}
+
 int Run(const ServeOptions& options) {
+  RaiseOpenFileLimit();
   sigset_t signals;
   sigemptyset(&signals);
   sigaddset(&signals, SIGTERM);
@@ -149,6 +160,7 @@ int Run(const ServeOptions& options) {
                                                     .port = *options.http_port,
                                                     .served_model_name = ServedModelName(options),
                                                     .threads = options.http_threads,
+                                                    .max_connections = options.http_max_connections,
                                                     .read_timeout_s = options.http_timeout_s,
                                                     .keepalive_timeout_s = std::min(options.http_timeout_s, 5),
                                                     .max_request_bytes = options.max_request_bytes,
@@ -297,8 +309,14 @@ void AddServeCommand(CLI::App& app, CommandAction* action) {
   cmd->add_option("--chat-template", options->chat_template,
                   "A Jinja chat template file used instead of the model's tokenizer_config.json chat_template");
   cmd->add_option("--http-threads", options->http_threads,
-                  "HTTP connections served at once (each open stream holds one thread)")
-      ->check(CLI::Range(4, 8192))
+                  "Event-loop threads of the HTTP API: they read every request and write every response (an open "
+                  "stream or a slow client holds no thread)")
+      ->check(CLI::Range(1, 64))
+      ->capture_default_str();
+  cmd->add_option("--http-max-connections", options->http_max_connections,
+                  "Open HTTP connections at most; more are closed as they are accepted (each needs a file "
+                  "descriptor: serve raises its soft limit to the hard one)")
+      ->check(CLI::Range(1, 1000000))
       ->capture_default_str();
   cmd->add_option("--http-timeout-s", options->http_timeout_s,
                   "An HTTP client that stalls this long while sending a request or reading a response is cut off "

@@ -1,6 +1,5 @@
 #include "server/http/http_api.h"
 
-#include <httplib.h>
 #include <spdlog/spdlog.h>
 
 #include <chrono>
@@ -14,11 +13,18 @@ namespace {
 
 using nlohmann::json;
 
-constexpr auto kPollInterval = std::chrono::milliseconds(100);  // how soon a closed connection is noticed
+constexpr char kJson[] = "application/json";
 
-void SendError(httplib::Response& response, const Status& status) {
-  response.status = HttpStatusOf(status.code());
-  response.set_content(OpenAiErrorBody(status), "application/json");
+HttpResponse JsonResponse(int status, std::string body) {
+  HttpResponse response;
+  response.status = status;
+  response.content_type = kJson;
+  response.body = std::move(body);
+  return response;
+}
+
+HttpResponse ErrorResponse(const Status& status) {
+  return JsonResponse(HttpStatusOf(status.code()), OpenAiErrorBody(status));
 }
 
 std::string FinishReasonText(FinishReason reason) {
@@ -34,11 +40,28 @@ int64_t UnixSeconds() {
   return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
+constexpr std::string_view kModelsPrefix = "/v1/models/";
+
+std::optional<OpenAiEndpoint> GenerationEndpoint(const HttpRequest& request) {
+  if (request.method != "POST") return std::nullopt;
+  if (request.path == "/v1/completions") return OpenAiEndpoint::kCompletions;
+  if (request.path == "/v1/chat/completions") return OpenAiEndpoint::kChatCompletions;
+  return std::nullopt;
+}
+
+bool IsModels(const HttpRequest& request) {
+  return request.method == "GET" && (request.path == "/v1/models" ||
+                                     (request.path.size() > kModelsPrefix.size() &&
+                                      request.path.compare(0, kModelsPrefix.size(), kModelsPrefix) == 0));
+}
+
+bool IsHealth(const HttpRequest& request) { return request.method == "GET" && request.path == "/health"; }
+
 }  // namespace
 
-// One response being written: pumped by httplib's chunked content provider on the connection's
-// thread until the generation ends or the client goes away (then the request is cancelled).
-struct HttpApi::Stream {
+// One response being written: the event loop asks for what arrived whenever the engine says there
+// is more, until the generation ends or the client goes away (then the request is cancelled).
+struct HttpApi::Stream final : HttpBodyStream {
   EngineLoop* loop = nullptr;
   uint64_t engine_id = 0;
   std::shared_ptr<HttpGeneration> generation;
@@ -52,16 +75,17 @@ struct HttpApi::Stream {
   std::string text;                  // non-streamed: everything so far
   std::vector<SampledToken> tokens;  // ... and its tokens
 
-  // Writes what arrived; false ends the response (client gone or an error writing).
-  bool Pump(httplib::DataSink& sink) {
+  Stream(EngineLoop* loop, OpenAiResponseBuilder builder, const OpenAiRequest& r, bool chat)
+      : loop(loop), generation(std::make_shared<HttpGeneration>()), builder(std::move(builder)), stream(r.stream),
+        include_usage(r.include_usage), chat(chat), logprobs(r.logprobs) {}
+
+  Piece Next() override {
+    std::string bytes;
     if (stream && chat && !started) {
       started = true;  // OpenAI's first chat chunk: the role, empty content
-      const std::string first = SseEvent(builder.Chunk("", {}));
-      if (!sink.write(first.data(), first.size())) return false;
+      bytes += SseEvent(builder.Chunk("", {}));
     }
-    HttpGeneration::Output out = generation->Take(kPollInterval);
-    if (!sink.is_writable()) return false;
-    std::string bytes;
+    HttpGeneration::Output out = generation->Take();
     if (stream) {
       if (!out.text.empty() || (!out.tokens.empty() && logprobs)) {
         bytes += SseEvent(builder.Chunk(out.text, out.tokens));
@@ -85,9 +109,11 @@ struct HttpApi::Stream {
         bytes = builder.Whole(text, tokens, reason, usage);
       }
     }
-    if (!bytes.empty() && !sink.write(bytes.data(), bytes.size())) return false;
-    if (finished) sink.done();
-    return true;
+    return Piece{std::move(bytes), finished};
+  }
+
+  void Abandoned() override {
+    if (!finished) loop->Cancel(engine_id);  // client gone: free its KV blocks
   }
 };
 
@@ -97,103 +123,94 @@ HttpApi::HttpApi(const ModelDirectory* model, const ChatTemplate* chat, EngineLo
     : model_(model), chat_(chat), loop_(loop), service_(service), access_(access), metrics_(metrics),
       options_(std::move(options)), started_at_(UnixSeconds()) {}
 
-void HttpApi::Refuse(httplib::Response& response, const Status& status) const {
+HttpResponse HttpApi::Refuse(const Status& status) const {
   if (metrics_ != nullptr) metrics_->CountError(std::string(StatusCodeName(status.code())));
-  SendError(response, status);
+  return ErrorResponse(status);
 }
 
 HttpApi::~HttpApi() { Stop(); }
 
 Result<int> HttpApi::Start() {
+  HttpServerOptions server_options{.name = "--http-port",
+                                   .host = options_.host,
+                                   .port = options_.port,
+                                   .threads = options_.threads,
+                                   .max_connections = options_.max_connections,
+                                   .read_timeout_s = options_.read_timeout_s,
+                                   .write_timeout_s = options_.read_timeout_s,
+                                   .keepalive_timeout_s = options_.keepalive_timeout_s,
+                                   .max_body_bytes = options_.max_request_bytes};
   if (access_->tls()) {
-    server_ = std::make_unique<httplib::SSLServer>(
-        options_.tls.tls_cert.c_str(), options_.tls.tls_key.c_str(),
-        options_.tls.tls_client_ca.empty() ? nullptr : options_.tls.tls_client_ca.c_str());
-  } else {
-    server_ = std::make_unique<httplib::Server>();
+    server_options.tls_cert = options_.tls.tls_cert;
+    server_options.tls_key = options_.tls.tls_key;
+    server_options.tls_client_ca = options_.tls.tls_client_ca;
   }
-  if (!server_->is_valid()) return InvalidArgument("--http-port: cannot set up TLS with --tls-cert/--tls-key");
-  const int threads = options_.threads;
-  server_->new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
-  server_->set_read_timeout(options_.read_timeout_s, 0);
-  server_->set_write_timeout(options_.read_timeout_s, 0);
-  server_->set_keep_alive_timeout(options_.keepalive_timeout_s);
-  server_->set_keep_alive_max_count(1000);
-  server_->set_payload_max_length(options_.max_request_bytes);
-  server_->set_tcp_nodelay(true);
-  Route();
-  const int port = options_.port == 0 ? server_->bind_to_any_port(options_.host)
-                                      : (server_->bind_to_port(options_.host, options_.port) ? options_.port : -1);
-  if (port <= 0) return Status(StatusCode::kUnavailable, "--http-port: cannot listen on " + options_.host + ":" +
-                                                             std::to_string(options_.port));
-  thread_ = std::make_unique<std::thread>([this] { server_->listen_after_bind(); });
-  return port;
+  HttpHandlers handlers{
+      .admit = [this](const HttpRequest& head) { return AdmitHead(head); },
+      .handle = [this](HttpRequest& request) { return Handle(request); },
+      // The server's own refusals (framing, sizes) get OpenAI's error object too.
+      .error = [](int status, const std::string& what) {
+        const StatusCode code = status == 500 ? StatusCode::kInternal : StatusCode::kInvalidArgument;
+        HttpResponse response = ErrorResponse(Status(code, status == 413 ? what + " (--max-request-bytes)" : what));
+        response.status = status;
+        return response;
+      }};
+  server_ = std::make_unique<HttpServer>(std::move(server_options), std::move(handlers));
+  return server_->Start();
 }
 
 void HttpApi::Stop() {
-  if (server_) server_->stop();
-  if (thread_ && thread_->joinable()) thread_->join();
-  thread_.reset();
+  if (server_) server_->Stop();
 }
 
-void HttpApi::Route() {
-  server_->Get("/health", [this](const httplib::Request&, httplib::Response& response) { Health(response); });
-  server_->Get("/v1/models", [this](const httplib::Request& q, httplib::Response& r) { Models(q, r); });
-  server_->Get(R"(/v1/models/(.+))", [this](const httplib::Request& q, httplib::Response& r) { Models(q, r); });
-  server_->Post("/v1/completions", [this](const httplib::Request& q, httplib::Response& r) {
-    HandleGeneration(OpenAiEndpoint::kCompletions, q, r);
-  });
-  server_->Post("/v1/chat/completions", [this](const httplib::Request& q, httplib::Response& r) {
-    HandleGeneration(OpenAiEndpoint::kChatCompletions, q, r);
-  });
-  // httplib's own refusals (no route, body too large, bad request line) get OpenAI's error object.
-  server_->set_error_handler([](const httplib::Request& request, httplib::Response& response) {
-    if (!response.body.empty()) return;
-    const std::string what = response.status == 404   ? "no such endpoint: " + request.method + " " + request.path
-                             : response.status == 413 ? "body: larger than this server accepts (--max-request-bytes)"
-                                                      : "the request could not be read";
-    response.set_content(OpenAiErrorBody(Status(response.status == 404 ? StatusCode::kNotFound
-                                                                          : StatusCode::kInvalidArgument,
-                                                   what)),
-                         "application/json");
-  });
-  server_->set_exception_handler([](const httplib::Request&, httplib::Response& response, std::exception_ptr) {
-    SendError(response, Status(StatusCode::kInternal, "internal error"));
-  });
+std::optional<HttpResponse> HttpApi::AdmitHead(const HttpRequest& head) const {
+  if (GenerationEndpoint(head)) {
+    if (Status admitted = Admit(head); !admitted.ok()) return Refuse(admitted);
+    return std::nullopt;
+  }
+  if (IsModels(head)) {
+    if (Status admitted = Admit(head); !admitted.ok() && admitted.code() == StatusCode::kUnauthenticated) {
+      return ErrorResponse(admitted);
+    }
+    return std::nullopt;
+  }
+  if (IsHealth(head)) return std::nullopt;
+  return ErrorResponse(NotFound("no such endpoint: " + head.method + " " + head.path));
 }
 
-Status HttpApi::Admit(const httplib::Request& request) const {
-  if (access_->requires_key()) RETURN_IF_ERROR(access_->CheckAuthorization(request.get_header_value("Authorization")));
+HttpResponse HttpApi::Handle(const HttpRequest& request) {
+  if (auto endpoint = GenerationEndpoint(request)) return HandleGeneration(*endpoint, request);
+  if (IsModels(request)) return Models(request);
+  return Health();
+}
+
+Status HttpApi::Admit(const HttpRequest& head) const {
+  if (access_->requires_key()) RETURN_IF_ERROR(access_->CheckAuthorization(head.Header("Authorization")));
   if (draining_) return Status(StatusCode::kUnavailable, "the server is shutting down");
   if (!loop_->healthy()) return Status(StatusCode::kUnavailable, "the engine has failed; retry on another server");
   return Status::Ok();
 }
 
-void HttpApi::Health(httplib::Response& response) const {
+HttpResponse HttpApi::Health() const {
   const bool serving = !draining_ && loop_->healthy();
-  response.status = serving ? 200 : 503;
-  response.set_content(DumpJson(json{{"status", serving ? "serving" : draining_ ? "draining" : "engine failed"}}),
-                       "application/json");
+  return JsonResponse(serving ? 200 : 503,
+                      DumpJson(json{{"status", serving ? "serving" : draining_ ? "draining" : "engine failed"}}));
 }
 
-void HttpApi::Models(const httplib::Request& request, httplib::Response& response) const {
-  if (Status admitted = Admit(request); !admitted.ok() && admitted.code() == StatusCode::kUnauthenticated) {
-    return SendError(response, admitted);
-  }
+HttpResponse HttpApi::Models(const HttpRequest& request) const {
   const json card{{"id", options_.served_model_name},
                   {"object", "model"},
                   {"created", started_at_},
                   {"owned_by", "tpserve"},
                   {"max_model_len", service_->limits().max_model_len}};
-  if (request.matches.size() > 1) {
-    if (request.matches[1] != options_.served_model_name) {
-      return SendError(response, NotFound("model: '" + std::string(request.matches[1]) + "' is not served here (" +
-                                          options_.served_model_name + " is)"));
+  if (request.path.size() > kModelsPrefix.size()) {
+    const std::string name = request.path.substr(kModelsPrefix.size());
+    if (name != options_.served_model_name) {
+      return ErrorResponse(NotFound("model: '" + name + "' is not served here (" + options_.served_model_name + " is)"));
     }
-    response.set_content(DumpJson(card), "application/json");
-    return;
+    return JsonResponse(200, DumpJson(card));
   }
-  response.set_content(DumpJson(json{{"object", "list"}, {"data", json::array({card})}}), "application/json");
+  return JsonResponse(200, DumpJson(json{{"object", "list"}, {"data", json::array({card})}}));
 }
 
 Status HttpApi::RenderChat(OpenAiRequest* request) const {
@@ -218,20 +235,18 @@ Status HttpApi::RenderChat(OpenAiRequest* request) const {
   return Status::Ok();
 }
 
-void HttpApi::HandleGeneration(OpenAiEndpoint endpoint, const httplib::Request& request, httplib::Response& response) {
-  if (Status admitted = Admit(request); !admitted.ok()) return Refuse(response, admitted);
+HttpResponse HttpApi::HandleGeneration(OpenAiEndpoint endpoint, const HttpRequest& request) {
   auto parsed = ParseOpenAiRequest(endpoint, request.body);
-  if (!parsed.ok()) return Refuse(response, parsed.status());
+  if (!parsed.ok()) return Refuse(parsed.status());
   OpenAiRequest& r = *parsed;
   if (!r.model.empty() && r.model != options_.served_model_name) {
-    return Refuse(response, NotFound("model: '" + r.model + "' is not served here (" +
-                                        options_.served_model_name + " is)"));
+    return Refuse(NotFound("model: '" + r.model + "' is not served here (" + options_.served_model_name + " is)"));
   }
   if (endpoint == OpenAiEndpoint::kChatCompletions) {
-    if (Status rendered = RenderChat(&r); !rendered.ok()) return Refuse(response, rendered);
+    if (Status rendered = RenderChat(&r); !rendered.ok()) return Refuse(rendered);
   }
   auto serve_request = service_->Validate(r.generate);
-  if (!serve_request.ok()) return Refuse(response, serve_request.status());
+  if (!serve_request.ok()) return Refuse(serve_request.status());
 
   const bool chat = endpoint == OpenAiEndpoint::kChatCompletions;
   const uint64_t n = next_id_.fetch_add(1) + 1;
@@ -240,30 +255,24 @@ void HttpApi::HandleGeneration(OpenAiEndpoint endpoint, const httplib::Request& 
                                                 SplitMix64At(static_cast<uint64_t>(started_at_), n)),
                               .created = UnixSeconds(),
                               .model = options_.served_model_name};
-  auto stream = std::make_shared<Stream>(Stream{
-      .loop = loop_,
-      .generation = std::make_shared<HttpGeneration>(),
-      .builder = OpenAiResponseBuilder(std::move(header), &model_->tokenizer, r.logprobs, r.top_logprobs),
-      .stream = r.stream,
-      .include_usage = r.include_usage,
-      .chat = chat,
-      .logprobs = r.logprobs});
+  auto stream = std::make_shared<Stream>(
+      loop_, OpenAiResponseBuilder(std::move(header), &model_->tokenizer, r.logprobs, r.top_logprobs), r, chat);
+  stream->generation->SetOnOutput([weak = std::weak_ptr<Stream>(stream)] {
+    if (auto s = weak.lock()) s->Wake();
+  });
   serve_request->sink = stream->generation;
   auto id = loop_->Submit(std::move(serve_request).value());
-  if (!id.ok()) return Refuse(response, id.status());
+  if (!id.ok()) return Refuse(id.status());
   stream->engine_id = *id;
+  HttpResponse response;
+  // Exactly "text/event-stream", without a charset: what SSE clients and proxies expect.
+  response.content_type = r.stream ? "text/event-stream" : kJson;
   if (r.stream) {
-    response.set_header("Cache-Control", "no-cache");
-    response.set_header("X-Accel-Buffering", "no");  // proxies: pass each event on at once
+    response.headers = {{"Cache-Control", "no-cache"},
+                        {"X-Accel-Buffering", "no"}};  // proxies: pass each event on at once
   }
-  response.set_chunked_content_provider(
-      // Exactly "text/event-stream": cpp-httplib compresses any other type (with a charset too)
-      // when the client accepts gzip, which holds every event back until the end.
-      r.stream ? "text/event-stream" : "application/json",
-      [stream](size_t, httplib::DataSink& sink) { return stream->Pump(sink); },
-      [stream](bool) {
-        if (!stream->finished) stream->loop->Cancel(stream->engine_id);  // client gone: free its KV blocks
-      });
+  response.stream = std::move(stream);
+  return response;
 }
 
 }  // namespace tpserve

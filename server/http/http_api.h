@@ -4,16 +4,16 @@
 // scheduler; a closed connection cancels its request (its KV blocks are freed before the next
 // step). The same API key (Authorization: Bearer) and TLS certificate as gRPC.
 //
-// Thread model: cpp-httplib (the metrics endpoint's server) with one pool thread per open
-// connection, sized by --http-threads. A streamed response holds its thread while it waits on the
-// engine (a condition variable, woken per step), so N concurrent streams need N threads; they
-// sleep between steps and cost a stack each. See docs/ARCHITECTURE.md for why not an event loop.
+// Thread model: HttpServer's event loop (a few threads, --http-threads) reads every connection's
+// requests and writes every response; a /v1 request's key is checked from its head, before its
+// body is read. A generation's output is pushed from the engine thread (HttpGeneration) and
+// written by the event loop as it comes, so an open stream holds no thread. See
+// docs/ARCHITECTURE.md for the choice of Boost.Beast.
 #pragma once
 
 #include <atomic>
 #include <memory>
 #include <string>
-#include <thread>
 
 #include "common/status.h"
 #include "model/chat/chat_template.h"
@@ -21,13 +21,8 @@
 #include "server/access_control.h"
 #include "server/engine_loop.h"
 #include "server/grpc_service.h"
+#include "server/http/http_server.h"
 #include "server/http/openai_request.h"
-
-namespace httplib {
-class Server;
-class Request;
-class Response;
-}  // namespace httplib
 
 namespace tpserve {
 
@@ -35,10 +30,11 @@ struct HttpApiOptions {
   std::string host = "127.0.0.1";
   int port = 0;                        // 0: pick a free one
   std::string served_model_name;       // the only name /v1 requests may ask for
-  int threads = 512;                   // open connections served at once (streams included)
-  int read_timeout_s = 10;             // a request that stalls this long while arriving is cut off
+  int threads = 2;                     // event-loop threads (connections are not bound to threads)
+  int max_connections = 8192;          // open connections at most; more are closed as they come
+  int read_timeout_s = 10;             // a request must arrive whole within this; each write finish
   int keepalive_timeout_s = 5;         // an idle keep-alive connection is closed after this long
-  size_t max_request_bytes = 1 << 20;  // a larger body gets 413
+  size_t max_request_bytes = 1 << 20;  // a larger body gets 413, however it is framed
   AccessOptions tls;                   // certificate files (the key file is read by AccessControl)
 };
 
@@ -58,16 +54,19 @@ class HttpApi {
 
  private:
   struct Stream;
-  void Route();
-  // 401 / 503 before a request is read, or Ok.
-  Status Admit(const httplib::Request& request) const;
-  void HandleGeneration(OpenAiEndpoint endpoint, const httplib::Request& request, httplib::Response& response);
+  // From the request's head: 404 for no such endpoint; for /v1, 401 / 503 (counted). The body of a
+  // refused request is never read.
+  std::optional<HttpResponse> AdmitHead(const HttpRequest& head) const;
+  // 401 / 503, or Ok.
+  Status Admit(const HttpRequest& head) const;
+  HttpResponse Handle(const HttpRequest& request);
+  HttpResponse HandleGeneration(OpenAiEndpoint endpoint, const HttpRequest& request);
   // A refused generation request: counted, and answered with OpenAI's error object.
-  void Refuse(httplib::Response& response, const Status& status) const;
+  HttpResponse Refuse(const Status& status) const;
   // The chat messages rendered by the template and tokenized, into request->generate.
   Status RenderChat(OpenAiRequest* request) const;
-  void Models(const httplib::Request& request, httplib::Response& response) const;
-  void Health(httplib::Response& response) const;
+  HttpResponse Models(const HttpRequest& request) const;
+  HttpResponse Health() const;
 
   const ModelDirectory* model_;
   const ChatTemplate* chat_;
@@ -79,8 +78,7 @@ class HttpApi {
   int64_t started_at_ = 0;  // unix seconds, the models' `created`
   std::atomic<bool> draining_{false};
   std::atomic<uint64_t> next_id_{0};
-  std::unique_ptr<httplib::Server> server_;
-  std::unique_ptr<std::thread> thread_;
+  std::unique_ptr<HttpServer> server_;
 };
 
 }  // namespace tpserve

@@ -2,13 +2,27 @@
 
 namespace tpserve {
 
+void HttpGeneration::SetOnOutput(std::function<void()> on_output) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  on_output_ = std::move(on_output);
+}
+
+void HttpGeneration::Notify() {
+  std::function<void()> on_output;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    on_output = on_output_;
+  }
+  if (on_output) on_output();
+}
+
 void HttpGeneration::OnDelta(std::string text, std::vector<SampledToken> tokens) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     pending_.text += text;
     for (SampledToken& t : tokens) pending_.tokens.push_back(std::move(t));
   }
-  ready_.notify_one();
+  Notify();
 }
 
 void HttpGeneration::OnFinish(FinishReason reason, int prompt_tokens, int completion_tokens,
@@ -17,7 +31,7 @@ void HttpGeneration::OnFinish(FinishReason reason, int prompt_tokens, int comple
     std::lock_guard<std::mutex> lock(mutex_);
     pending_.end = End{reason, prompt_tokens, completion_tokens};
   }
-  ready_.notify_one();
+  Notify();
 }
 
 void HttpGeneration::OnError(Status status) {
@@ -25,12 +39,11 @@ void HttpGeneration::OnError(Status status) {
     std::lock_guard<std::mutex> lock(mutex_);
     pending_.error = std::move(status);
   }
-  ready_.notify_one();
+  Notify();
 }
 
-HttpGeneration::Output HttpGeneration::Take(std::chrono::milliseconds timeout) {
-  std::unique_lock<std::mutex> lock(mutex_);
-  ready_.wait_for(lock, timeout, [&] { return !pending_.text.empty() || !pending_.tokens.empty() || pending_.done(); });
+HttpGeneration::Output HttpGeneration::Take() {
+  std::lock_guard<std::mutex> lock(mutex_);
   Output out = std::move(pending_);
   pending_ = Output();
   return out;

@@ -1,10 +1,10 @@
-// One HTTP request's output on its way from the engine thread to the HTTP thread that writes it:
-// the engine loop's sink appends, the HTTP thread takes everything new at once (so a client
-// slower than the engine gets fewer, larger chunks instead of a growing backlog of writes).
+// One HTTP request's output on its way from the engine thread to the connection that writes it:
+// the engine loop's sink appends and calls the on-output callback; the connection takes everything
+// new at once (so a client slower than the engine gets fewer, larger chunks instead of a growing
+// backlog of writes).
 #pragma once
 
-#include <chrono>
-#include <condition_variable>
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -30,17 +30,22 @@ class HttpGeneration final : public GenerationSink {
     bool done() const { return end.has_value() || error.has_value(); }
   };
 
+  // Called on the engine's thread, outside the lock, after each delta, the finish or an error.
+  void SetOnOutput(std::function<void()> on_output);
+
   void OnDelta(std::string text, std::vector<SampledToken> tokens) override;
   void OnFinish(FinishReason reason, int prompt_tokens, int completion_tokens, const RequestTiming& timing) override;
   void OnError(Status status) override;
 
-  // Waits up to `timeout` for output, then returns what there is (possibly nothing).
-  Output Take(std::chrono::milliseconds timeout);
+  // What there is now (possibly nothing); never waits.
+  Output Take();
 
  private:
+  void Notify();
+
   std::mutex mutex_;
-  std::condition_variable ready_;
   Output pending_;
+  std::function<void()> on_output_;
 };
 
 }  // namespace tpserve

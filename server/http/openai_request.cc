@@ -4,6 +4,8 @@
 #include <limits>
 #include <optional>
 
+#include "common/bounded_json.h"
+
 namespace tpserve {
 namespace {
 
@@ -102,7 +104,7 @@ Status ReadPrompt(const json& body, v1::GenerateRequest* out) {
   if (single->empty()) return Refuse("prompt", "is empty");
   for (const json& id : *single) {
     if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() > kIntMax) {
-      return Refuse("prompt", "token ids must be non-negative integers, got " + id.dump());
+      return Refuse("prompt", "token ids must be non-negative integers, got " + DescribeJsonForError(id));
     }
     out->mutable_token_ids()->add_ids(static_cast<int32_t>(id.get<int64_t>()));
   }
@@ -239,7 +241,7 @@ Status ReadLengths(const json& body, OpenAiRequest* r) {
     if (!ids->is_array()) return Refuse("stop_token_ids", "must be an array of token ids");
     for (const json& id : *ids) {
       if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() > kIntMax) {
-        return Refuse("stop_token_ids", "token ids must be non-negative integers, got " + id.dump());
+        return Refuse("stop_token_ids", "token ids must be non-negative integers, got " + DescribeJsonForError(id));
       }
       r->generate.add_stop_token_ids(static_cast<int32_t>(id.get<int64_t>()));
     }
@@ -260,15 +262,8 @@ std::string OpenAiParamOf(const Status& status) {
 }
 
 Result<OpenAiRequest> ParseOpenAiRequest(OpenAiEndpoint endpoint, std::string_view body) {
-  json parsed = json::parse(body, nullptr, /*allow_exceptions=*/false);
-  if (parsed.is_discarded()) {
-    try {
-      const json unused = json::parse(body);  // throws with the position and reason
-    } catch (const json::exception& e) {
-      return InvalidArgument(std::string("body: not valid JSON (") + e.what() + ")");
-    }
-    return InvalidArgument("body: not valid JSON");
-  }
+  // Bounded nesting: the messages below are copied, and values are described in errors.
+  ASSIGN_OR_RETURN(json parsed, ParseJson<json>(body, "body"));
   if (!parsed.is_object()) return InvalidArgument("body: must be a JSON object, got " + TypeName(parsed));
   OpenAiRequest r;
   r.endpoint = endpoint;
