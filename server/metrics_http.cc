@@ -23,6 +23,7 @@ Result<int> MetricsHttpServer::Start(const std::string& host, int port) {
                             .port = port,
                             .threads = 1,
                             .max_connections = 1024,
+                            .read_timeout_s = 5,  // a scrape's request is a few hundred bytes
                             .max_header_bytes = 8 << 10,
                             .max_body_bytes = 0};  // a scrape has no body
   HttpHandlers handlers{

@@ -254,7 +254,11 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
       self->source_.reset();  // finished, not abandoned
       if (!self->keep_alive_) return self->CloseAfterResponse();
       self->next_request_ = true;
-      if (!self->watching_) self->ReadHead();  // else the watching read starts it when it completes
+      if (!self->watching_) return self->ReadHead();
+      // The watching read may wait for bytes that never come while the next request is already
+      // buffered: cancel it, and its completion starts the next request.
+      error_code ignored;
+      self->Socket().cancel(ignored);
     });
   }
 
@@ -265,10 +269,13 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
     watching_ = true;
     stream_.async_read_some(buffer_.prepare(4096), [self = this->shared_from_this()](error_code ec, size_t n) {
       self->watching_ = false;
-      if (ec || self->closed_) return self->Close();
+      if (self->closed_) return;
+      if (ec == net::error::operation_aborted && self->next_request_) return self->ReadHead();
+      if (ec) return self->Close();
       self->buffer_.commit(n);
       if (self->source_) return self->WatchForClose();
-      if (self->next_request_) self->ReadHead();
+      if (self->next_request_) return self->ReadHead();
+      self->Drain();  // closing after the response
     });
   }
 
@@ -278,7 +285,7 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
     error_code ignored;
     Socket().shutdown(tcp::socket::shutdown_send, ignored);
     SetDeadline(kLingerTime);
-    Drain();
+    if (!watching_) Drain();  // else the watching read drains when it completes
   }
 
   void Drain() {

@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "tests/model/engine_test_util.h"
+#include "tests/server/raw_http.h"
 #include "tests/server/server_process.h"
 #include "tpserve/v1/tpserve.grpc.pb.h"
 
@@ -25,7 +26,10 @@ namespace tpserve {
 namespace {
 
 using nlohmann::json;
+using testing::Connect;
+using testing::ServerCloses;
 using testing::ServerProcess;
+using testing::Threads;
 
 constexpr char kModelName[] = "tiny-test";
 
@@ -362,41 +366,6 @@ TEST_F(HttpApiTest, ClosingTheStreamCancelsTheRequestAndFreesItsBlocks) {
   EXPECT_EQ(after.requests_running(), 0);
   EXPECT_EQ(after.kv_blocks_free(), before.kv_blocks_free());
   EXPECT_LT(after.steps() - before.steps(), 1400) << "the cancelled request ran to its end";
-}
-
-// A raw TCP connection to the HTTP port.
-int Connect(int port) {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_port = htons(static_cast<uint16_t>(port));
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0) {
-    close(fd);
-    return -1;
-  }
-  timeval timeout{.tv_sec = 15, .tv_usec = 0};
-  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
-  return fd;
-}
-
-// Whether the server closes `fd` (reads until EOF, discarding any response) within the receive timeout.
-bool ServerCloses(int fd) {
-  char buffer[4096];
-  for (;;) {
-    const ssize_t n = recv(fd, buffer, sizeof(buffer), 0);
-    if (n == 0) return true;
-    if (n < 0) return false;  // timed out (or reset, which also counts as not a clean cut-off)
-  }
-}
-
-// The server's thread count (/proc/PID/status).
-int Threads(pid_t pid) {
-  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
-  for (std::string line; std::getline(status, line);) {
-    if (line.rfind("Threads:", 0) == 0) return std::stoi(line.substr(8));
-  }
-  return -1;
 }
 
 TEST(HttpApiClients, SlowAndIdleClientsAreCutOffWhileHealthAnswers) {
