@@ -63,7 +63,14 @@ if [[ -d "$REPO/../shared" ]]; then
   cp -r "$REPO/../shared" "$ROOT/work/shared"
   chmod -R a-w "$ROOT/work/shared"
 fi
+# This machine's network settings come along: its resolver, the CA certificates it added (a proxy's,
+# say; the set-up's ca-certificates package adds them to the bundle) and npm's global config.
 cp /etc/resolv.conf "$ROOT/etc/resolv.conf"
+if compgen -G "/usr/local/share/ca-certificates/*.crt" >/dev/null; then
+  mkdir -p "$ROOT/usr/local/share/ca-certificates"
+  cp /usr/local/share/ca-certificates/*.crt "$ROOT/usr/local/share/ca-certificates/"
+fi
+[[ -f /etc/npmrc ]] && cp /etc/npmrc "$ROOT/etc/npmrc"
 for m in "${MOUNTS[@]}"; do
   mkdir -p "$ROOT/$m"
   mount --bind "/$m" "$ROOT/$m"
