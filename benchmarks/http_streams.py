@@ -35,8 +35,7 @@ def start_server():
     command = [args.tpserve, "serve", "--model", args.model, "--load-format", "dummy", "--device", "cpu",
                "--port", "0", "--metrics-port", "0", "--http-port", "0", "--tp", "1", "--threads", str(args.threads),
                "--max-batch-size", str(args.streams), "--max-queue", str(2 * args.streams),
-               "--max-batched-tokens", str(max(512, 8 * args.streams)),
-               "--http-threads", str(args.streams + 64)]
+               "--max-batched-tokens", str(max(512, 8 * args.streams))]
     process = subprocess.Popen(command, stderr=subprocess.PIPE, text=True)
     for line in process.stderr:
         match = re.search(r"tpserve ready: .* http ([0-9.]+):(\d+)", line)

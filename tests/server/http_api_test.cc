@@ -370,7 +370,7 @@ TEST_F(HttpApiTest, ClosingTheStreamCancelsTheRequestAndFreesItsBlocks) {
 
 TEST(HttpApiClients, SlowAndIdleClientsAreCutOffWhileHealthAnswers) {
   ServerProcess server;
-  ASSERT_TRUE(server.Start(ServeArgs({"--http-timeout-s", "1", "--http-threads", "64"}))) << server.log();
+  ASSERT_TRUE(server.Start(ServeArgs({"--http-timeout-s", "1"}))) << server.log();
   const int port = server.http_port();
   EXPECT_EQ(Post(port, "/v1/completions", R"({"prompt": "Hi", "max_tokens": 2})").status, 200);
   const int threads_before = Threads(server.pid());

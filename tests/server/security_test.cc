@@ -210,8 +210,21 @@ TEST(Tls, MutualTlsRefusesAClientWithoutACertificate) {
   ASSERT_TRUE(certs.Make());
   ServerProcess server;
   ASSERT_TRUE(server.Start(ServeArgs({"--tls-cert", certs.Path("server.pem"), "--tls-key", certs.Path("server.key"),
-                                      "--tls-client-ca", certs.Path("ca.pem")})))
+                                      "--tls-client-ca", certs.Path("ca.pem"), "--http-port", "0"})))
       << server.log();
+  // The HTTP port asks for the same client certificate (openssl s_client as the client).
+  const auto https_health = [&](const std::string& client_files) {
+    int exit_status = 0;
+    return Shell("printf 'GET /health HTTP/1.1\\r\\nHost: x\\r\\nConnection: close\\r\\n\\r\\n' | timeout 20 "
+                 "openssl s_client -quiet -connect 127.0.0.1:" + std::to_string(server.http_port()) + " -CAfile " +
+                     certs.Path("ca.pem") + client_files + " 2>/dev/null",
+                 &exit_status);
+  };
+  const std::string with_certificate =
+      https_health(" -cert " + certs.Path("client.pem") + " -key " + certs.Path("client.key"));
+  EXPECT_NE(with_certificate.find("HTTP/1.1 200"), std::string::npos) << with_certificate;
+  const std::string without_certificate = https_health("");
+  EXPECT_EQ(without_certificate.find("HTTP/1.1"), std::string::npos) << without_certificate;
   grpc::SslCredentialsOptions anonymous;
   anonymous.pem_root_certs = ReadFile(certs.Path("ca.pem"));
   auto without = v1::TpServe::NewStub(grpc::CreateChannel(server.grpc_target(), grpc::SslCredentials(anonymous)));
