@@ -53,8 +53,9 @@ Result<std::vector<std::unique_ptr<DeviceCommunicator>>> CreateCommunicators(
 Result<CudaGroup> CreateGroup(const CudaGroupRequest& request) {
   const CudaGroupOptions& options = request.options;
   const ModelConfig& config = *request.config;
-  const std::function<void(const std::string&)> log = [&](const std::string& line) {
-    if (request.log) request.log(line);
+  // By value: every rank keeps a copy and logs during steps, long after `request`'s frame is gone.
+  const std::function<void(const std::string&)> log = [sink = request.log](const std::string& line) {
+    if (sink) sink(line);
   };
   int visible = 0;
   RETURN_IF_ERROR(CudaStatus(cudaGetDeviceCount(&visible), "cudaGetDeviceCount"));
