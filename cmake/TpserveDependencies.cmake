@@ -27,10 +27,12 @@ if(NOT TPSERVE_GRPC STREQUAL "OFF")
 endif()
 
 # Gloo (Debian's libgloo-dev, the library PyTorch uses for CPU collectives): collectives among CPU
-# ranks in different processes (multi-process tensor parallelism).
+# ranks in different processes (multi-process tensor parallelism). Its rendezvous authenticates
+# members with OpenSSL's HMAC.
 set(TPSERVE_HAVE_GLOO OFF)
 find_package(Gloo CONFIG QUIET)
-if(TARGET gloo)
+find_package(OpenSSL QUIET)
+if(TARGET gloo AND OpenSSL_FOUND)
   set(TPSERVE_HAVE_GLOO ON)
 endif()
 

@@ -48,8 +48,9 @@ Result<std::unique_ptr<GlooCommunicator>> GlooCommunicator::Connect(gloo::rendez
     auto device = gloo::transport::tcp::CreateDevice(attr);
     gloo::rendezvous::PrefixStore prefixed(options.prefix, store);
     context = std::make_shared<gloo::rendezvous::Context>(rank, world_size);
-    context->setTimeout(options.timeout);
+    context->setTimeout(options.connect_timeout.value_or(options.timeout));
     context->connectFullMesh(prefixed, device);
+    context->setTimeout(options.timeout);
   }));
   return std::unique_ptr<GlooCommunicator>(new GlooCommunicator(context, rank, world_size, options.timeout));
 }

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <chrono>
+#include <optional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -21,7 +22,8 @@ namespace tpserve {
 struct GlooOptions {
   std::string bind_address = "127.0.0.1";  // this rank's address, reachable by its peers
   std::string prefix = "tp";                // keys in the store (one group per prefix)
-  std::chrono::milliseconds timeout{30000}; // connecting, and every collective
+  std::chrono::milliseconds timeout{30000}; // every collective (and connecting, unless connect_timeout)
+  std::optional<std::chrono::milliseconds> connect_timeout;  // meeting the peers, when it differs
 };
 
 class GlooCommunicator final : public Communicator {

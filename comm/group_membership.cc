@@ -1,7 +1,9 @@
 #include "comm/group_membership.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cstdlib>
+#include <fstream>
 #include <string_view>
 
 namespace tpserve {
@@ -53,11 +55,37 @@ const std::string* Find(const std::map<std::string, std::string>& env, const cha
 std::map<std::string, std::string> MembershipEnvironment() {
   std::map<std::string, std::string> env;
   for (const char* name : {"LWS_LEADER_ADDRESS", "LWS_GROUP_SIZE", "LWS_WORKER_INDEX", "MASTER_ADDR", "MASTER_PORT",
-                           "WORLD_SIZE", "RANK", "LOCAL_RANK"}) {
+                           "WORLD_SIZE", "RANK", "LOCAL_RANK", "TPSERVE_GROUP_SECRET"}) {
     if (const char* value = std::getenv(name)) env[name] = value;
   }
   return env;
 }
+
+namespace {
+
+// The members' shared secret: --group-secret-file's first line, else TPSERVE_GROUP_SECRET, else none.
+Result<std::string> ResolveGroupSecret(const MembershipFlags& flags, const std::map<std::string, std::string>& env) {
+  std::string secret;
+  std::string where = "TPSERVE_GROUP_SECRET";
+  if (flags.group_secret_file) {
+    where = "--group-secret-file " + *flags.group_secret_file;
+    std::ifstream in(*flags.group_secret_file);
+    if (!in) return InvalidArgument(where + ": cannot open");
+    std::getline(in, secret);
+  } else if (const std::string* value = Find(env, "TPSERVE_GROUP_SECRET")) {
+    secret = *value;
+  } else {
+    return std::string();
+  }
+  while (!secret.empty() && std::isspace(static_cast<unsigned char>(secret.back()))) secret.pop_back();
+  if (secret.size() < kMinGroupSecretBytes) {
+    return InvalidArgument(where + ": a secret of " + std::to_string(secret.size()) + " bytes; at least " +
+                           std::to_string(kMinGroupSecretBytes) + " are needed (e.g. openssl rand -hex 32)");
+  }
+  return secret;
+}
+
+}  // namespace
 
 Result<GroupMembership> ResolveMembership(const MembershipFlags& flags, const std::map<std::string, std::string>& env) {
   GroupMembership m;
@@ -120,6 +148,7 @@ Result<GroupMembership> ResolveMembership(const MembershipFlags& flags, const st
   }
   m.local_ranks = m.tp / m.members;
   m.first_rank = m.member * m.local_ranks;
+  ASSIGN_OR_RETURN(m.secret, ResolveGroupSecret(flags, env));
   return m;
 }
 

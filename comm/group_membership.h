@@ -14,12 +14,14 @@
 namespace tpserve {
 
 inline constexpr int kDefaultRendezvousPort = 29500;  // torchrun's MASTER_PORT default
+inline constexpr size_t kMinGroupSecretBytes = 16;
 
 struct MembershipFlags {
   std::optional<int> nnodes;           // --nnodes
   std::optional<int> node_rank;        // --node-rank
   std::optional<std::string> rendezvous;  // --rendezvous HOST:PORT
   std::optional<int> tp;               // --tp (total TP degree)
+  std::optional<std::string> group_secret_file;  // --group-secret-file (else TPSERVE_GROUP_SECRET)
 };
 
 struct GroupMembership {
@@ -33,6 +35,7 @@ struct GroupMembership {
   int first_rank = 0;     // its first global rank: member * local_ranks
   int local_device = -1;  // torchrun: LOCAL_RANK, the GPU of this process's rank (-1: not given)
   std::string source;     // which convention set it, for the start-up log
+  std::string secret;     // shared by the members, proves membership at the rendezvous ("": none)
 
   bool distributed() const { return members > 1; }
   bool leader() const { return member == 0; }

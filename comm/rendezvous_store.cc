@@ -11,13 +11,43 @@
 #include <cerrno>
 #include <cstring>
 #include <gloo/common/error.h>
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <openssl/rand.h>
+
+#include <array>
 
 namespace tpserve {
 namespace {
 
 constexpr uint8_t kSet = 1, kGet = 2;
-constexpr uint8_t kOk = 0, kTimedOut = 1;
-constexpr uint32_t kMaxFrame = 64u << 20;  // no rendezvous value comes near this
+constexpr uint8_t kOk = 0, kTimedOut = 1, kRefused = 2;
+constexpr uint32_t kMaxFrame = 64u << 20;  // the most any frame may claim, before the store's own limits
+constexpr size_t kMaxReason = 1024;
+constexpr std::array<char, 8> kMagic = {'T', 'P', 'S', 'R', 'D', 'V', '0', '1'};
+constexpr size_t kNonceBytes = 32, kMacBytes = 32;
+constexpr std::string_view kMacContext = "tpserve-rendezvous-v1";
+
+using Mac = std::array<unsigned char, kMacBytes>;
+
+// HMAC-SHA256(secret, context || nonce || member).
+Mac MemberMac(const std::string& secret, const unsigned char* nonce, uint32_t member) {
+  std::string message(kMacContext);
+  message.append(reinterpret_cast<const char*>(nonce), kNonceBytes);
+  message.append(reinterpret_cast<const char*>(&member), sizeof(member));
+  Mac mac{};
+  unsigned int length = 0;
+  HMAC(EVP_sha256(), secret.data(), static_cast<int>(secret.size()), reinterpret_cast<const unsigned char*>(message.data()),
+       message.size(), mac.data(), &length);
+  return mac;
+}
+
+void SetReceiveTimeout(int fd, std::chrono::milliseconds timeout) {
+  timeval tv{.tv_sec = static_cast<time_t>(timeout.count() / 1000),
+             .tv_usec = static_cast<suseconds_t>((timeout.count() % 1000) * 1000)};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+}
 
 bool SendAll(int fd, const void* data, size_t size) {
   const char* p = static_cast<const char*>(data);
@@ -47,15 +77,19 @@ bool ReceiveAll(int fd, void* data, size_t size) {
   return true;
 }
 
-bool ReceiveBytes(int fd, std::vector<char>* out) {
+bool ReceiveBytes(int fd, std::vector<char>* out, size_t limit = kMaxFrame) {
   uint32_t size = 0;
-  if (!ReceiveAll(fd, &size, sizeof(size)) || size > kMaxFrame) return false;
+  if (!ReceiveAll(fd, &size, sizeof(size)) || size > limit) return false;
   out->resize(size);
   return size == 0 || ReceiveAll(fd, out->data(), size);
 }
 
 bool SendBytes(int fd, const void* data, uint32_t size) {
   return SendAll(fd, &size, sizeof(size)) && (size == 0 || SendAll(fd, data, size));
+}
+
+bool SendRefusal(int fd, const std::string& reason) {
+  return SendAll(fd, &kRefused, 1) && SendBytes(fd, reason.data(), static_cast<uint32_t>(reason.size()));
 }
 
 // Retrying a connect to a local port nobody listens on can end in TCP's simultaneous open with
@@ -83,9 +117,23 @@ Result<addrinfo*> Resolve(const std::string& host, int port, bool passive) {
 
 }  // namespace
 
-Result<std::unique_ptr<RendezvousServer>> RendezvousServer::Start(const std::string& host, int port) {
+int RendezvousKeyOwner(const std::string& key, int members) {
+  const size_t slash = key.rfind('/');
+  std::string last = slash == std::string::npos ? key : key.substr(slash + 1);
+  constexpr std::string_view kGlooRank = "rank_";  // Gloo's own keys: "<prefix>/rank_<r>" and "<prefix>/<r>"
+  if (last.compare(0, kGlooRank.size(), kGlooRank) == 0) last.erase(0, kGlooRank.size());
+  if (last.empty() || last.size() > 9 || last.find_first_not_of("0123456789") != std::string::npos) return 0;
+  const int member = std::stoi(last);
+  return member < members ? member : 0;
+}
+
+Result<std::unique_ptr<RendezvousServer>> RendezvousServer::Start(const std::string& host, int port, int members,
+                                                                  std::string secret, RendezvousLimits limits) {
   ASSIGN_OR_RETURN(addrinfo * addresses, Resolve(host, port, true));
   std::unique_ptr<RendezvousServer> server(new RendezvousServer());
+  server->members_ = members;
+  server->secret_ = std::move(secret);
+  server->limits_ = limits;
   std::string error = "no address";
   for (addrinfo* a = addresses; a != nullptr && server->listen_fd_ < 0; a = a->ai_next) {
     const int fd = ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
@@ -114,42 +162,133 @@ Result<std::unique_ptr<RendezvousServer>> RendezvousServer::Start(const std::str
 
 RendezvousServer::~RendezvousServer() {
   stop_ = true;
+  accepting_ = false;
   changed_.notify_all();
   if (acceptor_.joinable()) acceptor_.join();
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    for (int fd : connection_fds_) ::shutdown(fd, SHUT_RDWR);
+    for (const auto& c : connections_) ::shutdown(c->fd, SHUT_RDWR);
   }
-  for (auto& thread : connections_) thread.join();
+  for (const auto& c : connections_) c->thread.join();
   if (listen_fd_ >= 0) ::close(listen_fd_);
 }
 
+void RendezvousServer::StopAccepting() { accepting_ = false; }
+
+int RendezvousServer::connections() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  int live = 0;
+  for (const auto& c : connections_) live += c->done ? 0 : 1;
+  return live;
+}
+
+void RendezvousServer::ReapFinished() {
+  std::list<std::unique_ptr<Connection>> finished;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (auto it = connections_.begin(); it != connections_.end();) {
+      if ((*it)->done) {
+        finished.push_back(std::move(*it));
+        it = connections_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  for (const auto& c : finished) c->thread.join();
+}
+
 void RendezvousServer::AcceptLoop() {
-  while (!stop_) {
+  // Each member holds one connection; a few more may be authenticating (a member that restarts).
+  const size_t max_connections = static_cast<size_t>(members_) + 4;
+  while (!stop_ && accepting_) {
+    ReapFinished();
     pollfd p{listen_fd_, POLLIN, 0};
     if (::poll(&p, 1, 100) <= 0) continue;
     const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
     if (fd < 0) continue;
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (connections_.size() >= max_connections) {
+      ::close(fd);
+      continue;
+    }
     const int one = 1;
     ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-    std::lock_guard<std::mutex> lock(mutex_);
-    connection_fds_.push_back(fd);
-    connections_.emplace_back([this, fd] { Serve(fd); });
+    auto connection = std::make_unique<Connection>();
+    connection->fd = fd;
+    Connection* c = connection.get();
+    connections_.push_back(std::move(connection));
+    c->thread = std::thread([this, c] { Serve(c); });
+  }
+  // The group has formed (or the server is stopping): nobody else may connect.
+  if (listen_fd_ >= 0) {
+    ::close(listen_fd_);
+    listen_fd_ = -1;
   }
 }
 
-void RendezvousServer::Serve(int fd) {
-  while (!stop_) {
+int RendezvousServer::Authenticate(int fd) {
+  std::array<unsigned char, kNonceBytes> nonce{};
+  if (RAND_bytes(nonce.data(), static_cast<int>(nonce.size())) != 1) return -1;
+  SetReceiveTimeout(fd, limits_.handshake_timeout);
+  uint32_t member = 0;
+  Mac mac{};
+  if (!SendAll(fd, kMagic.data(), kMagic.size()) || !SendAll(fd, nonce.data(), nonce.size()) ||
+      !ReceiveAll(fd, &member, sizeof(member)) || !ReceiveAll(fd, mac.data(), mac.size())) {
+    return -1;
+  }
+  SetReceiveTimeout(fd, std::chrono::milliseconds(0));  // members wait on requests as long as the group lives
+  const Mac want = MemberMac(secret_, nonce.data(), member);
+  if (CRYPTO_memcmp(want.data(), mac.data(), mac.size()) != 0) {
+    SendRefusal(fd, "wrong group secret (--group-secret-file / TPSERVE_GROUP_SECRET differ)");
+    return -1;
+  }
+  if (member >= static_cast<uint32_t>(members_)) {
+    SendRefusal(fd, "member " + std::to_string(member) + " is outside the group of " + std::to_string(members_));
+    return -1;
+  }
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!connected_members_.insert(static_cast<int>(member)).second) {
+      SendRefusal(fd, "member " + std::to_string(member) + " is already connected (two processes with one --node-rank?)");
+      return -1;
+    }
+  }
+  if (!SendAll(fd, &kOk, 1)) return -1;
+  return static_cast<int>(member);
+}
+
+void RendezvousServer::Serve(Connection* connection) {
+  const int fd = connection->fd;
+  const int member = Authenticate(fd);
+  while (member >= 0 && !stop_) {
     uint8_t op = 0;
     uint32_t timeout_ms = 0;
     std::vector<char> key, value;
-    if (!ReceiveAll(fd, &op, 1) || !ReceiveAll(fd, &timeout_ms, 4) || !ReceiveBytes(fd, &key)) break;
+    if (!ReceiveAll(fd, &op, 1) || !ReceiveAll(fd, &timeout_ms, 4) || !ReceiveBytes(fd, &key, limits_.max_key_bytes)) {
+      break;
+    }
     const std::string name(key.begin(), key.end());
     if (op == kSet) {
-      if (!ReceiveBytes(fd, &value)) break;
+      if (!ReceiveBytes(fd, &value, limits_.max_value_bytes)) break;
+      std::string refusal;
       {
         std::lock_guard<std::mutex> lock(mutex_);
-        values_[name] = std::move(value);
+        const auto existing = values_.find(name);
+        const size_t replaced = existing == values_.end() ? 0 : name.size() + existing->second.size();
+        if (const int owner = RendezvousKeyOwner(name, members_); owner != member) {
+          refusal = "member " + std::to_string(member) + " may not write '" + name + "' (member " +
+                    std::to_string(owner) + "'s key)";
+        } else if (stored_bytes_ - replaced + name.size() + value.size() > limits_.max_store_bytes) {
+          refusal = "the store is full (" + std::to_string(limits_.max_store_bytes) + " bytes)";
+        } else {
+          stored_bytes_ = stored_bytes_ - replaced + name.size() + value.size();
+          values_[name] = std::move(value);
+        }
+      }
+      if (!refusal.empty()) {
+        if (!SendRefusal(fd, refusal)) break;
+        continue;
       }
       changed_.notify_all();
       if (!SendAll(fd, &kOk, 1)) break;
@@ -169,12 +308,42 @@ void RendezvousServer::Serve(int fd) {
       break;  // not our protocol: drop the connection
     }
   }
-  ::close(fd);
+  ::shutdown(fd, SHUT_RDWR);
   std::lock_guard<std::mutex> lock(mutex_);
-  std::erase(connection_fds_, fd);
+  if (member >= 0) connected_members_.erase(member);
+  ::close(fd);
+  connection->fd = -1;
+  connection->done = true;
 }
 
-Result<std::unique_ptr<RendezvousClient>> RendezvousClient::Connect(const std::string& host, int port,
+namespace {
+
+// The member's half of the handshake on a connected socket: Ok, or why the leader refused it.
+Status ProveMembership(int fd, int member, const std::string& secret, std::chrono::milliseconds timeout) {
+  SetReceiveTimeout(fd, timeout);
+  std::array<char, kMagic.size()> magic{};
+  std::array<unsigned char, kNonceBytes> nonce{};
+  if (!ReceiveAll(fd, magic.data(), magic.size()) || magic != kMagic || !ReceiveAll(fd, nonce.data(), nonce.size())) {
+    return Status(StatusCode::kUnavailable, "rendezvous: the leader's port does not speak tpserve's rendezvous");
+  }
+  const uint32_t index = static_cast<uint32_t>(member);
+  const Mac mac = MemberMac(secret, nonce.data(), index);
+  uint8_t status = kRefused;
+  if (!SendAll(fd, &index, sizeof(index)) || !SendAll(fd, mac.data(), mac.size()) || !ReceiveAll(fd, &status, 1)) {
+    return Status(StatusCode::kUnavailable, "rendezvous: the leader closed the connection during the handshake");
+  }
+  SetReceiveTimeout(fd, std::chrono::milliseconds(0));
+  if (status == kOk) return Status::Ok();
+  std::vector<char> reason;
+  ReceiveBytes(fd, &reason, kMaxReason);
+  return Status(StatusCode::kUnauthenticated, "rendezvous: the leader refused member " + std::to_string(member) +
+                                                  ": " + std::string(reason.begin(), reason.end()));
+}
+
+}  // namespace
+
+Result<std::unique_ptr<RendezvousClient>> RendezvousClient::Connect(const std::string& host, int port, int member,
+                                                                    const std::string& secret,
                                                                     std::chrono::milliseconds timeout) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   std::string error;
@@ -187,6 +356,10 @@ Result<std::unique_ptr<RendezvousClient>> RendezvousClient::Connect(const std::s
         ::freeaddrinfo(addresses);
         const int one = 1;
         ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+        if (Status proved = ProveMembership(fd, member, secret, timeout); !proved.ok()) {
+          ::close(fd);
+          return proved;
+        }
         return std::unique_ptr<RendezvousClient>(new RendezvousClient(fd, timeout));
       }
       error = std::strerror(errno);
@@ -217,6 +390,13 @@ Result<std::vector<char>> RendezvousClient::Request(uint8_t op, const std::strin
   if (status == kTimedOut) {
     return Status(StatusCode::kDeadlineExceeded,
                   "rendezvous: '" + key + "' did not appear within " + std::to_string(timeout.count()) + " ms");
+  }
+  if (status == kRefused) {
+    std::vector<char> reason;
+    if (!ReceiveBytes(fd_, &reason, kMaxReason)) {
+      return Status(StatusCode::kUnavailable, "rendezvous: the leader closed the connection");
+    }
+    return Status(StatusCode::kUnauthenticated, "rendezvous: " + std::string(reason.begin(), reason.end()));
   }
   std::vector<char> reply;
   if (op == kGet && !ReceiveBytes(fd_, &reply)) {

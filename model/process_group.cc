@@ -49,9 +49,9 @@ Result<std::unique_ptr<ProcessGroup>> ProcessGroup::Join(const GroupMembership& 
   g.bind_address = bind_address;
   g.timeout = timeout;
   if (m.leader()) {
-    ASSIGN_OR_RETURN(g.server, RendezvousServer::Start(m.host, m.port));
+    ASSIGN_OR_RETURN(g.server, RendezvousServer::Start(m.host, m.port, m.members, m.secret));
   }
-  ASSIGN_OR_RETURN(g.store, RendezvousClient::Connect(m.host, m.port, timeout));
+  ASSIGN_OR_RETURN(g.store, RendezvousClient::Connect(m.host, m.port, m.member, m.secret, timeout));
   // Every member publishes what it loaded; the leader checks everyone, everyone checks the leader.
   const std::string me = "config/" + std::to_string(m.member);
   RETURN_IF_ERROR(g.store->Set(me, fingerprint));
@@ -67,10 +67,16 @@ Result<std::unique_ptr<ProcessGroup>> ProcessGroup::Join(const GroupMembership& 
         return Mismatch(member, fingerprint, theirs);
       }
     }
+    // Every member is connected (it wrote its config): nobody else needs the port.
+    g.server->StopAccepting();
   }
   // The control channel waits for the leader's next step however long the server is idle; a dead
-  // leader still shows at once (its connections close).
-  GlooOptions control{.bind_address = bind_address, .prefix = "control", .timeout = std::chrono::hours(24 * 365)};
+  // leader still shows at once (its connections close). Meeting the peers takes the group timeout:
+  // a member whose peer never connects (a duplicate --node-rank, say) fails instead of waiting.
+  GlooOptions control{.bind_address = bind_address,
+                      .prefix = "control",
+                      .timeout = std::chrono::hours(24 * 365),
+                      .connect_timeout = timeout};
   ASSIGN_OR_RETURN(g.control, GlooCommunicator::Connect(*g.store, m.member, m.members, control));
   return group;
 }

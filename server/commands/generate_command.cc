@@ -206,6 +206,10 @@ void AddEngineFlags(CLI::App* cmd, EngineOptions* engine) {
                                 "This process's index in the group (0: the leader)");
   cmd->add_option_function<std::string>("--rendezvous", [engine](const std::string& s) { engine->membership.rendezvous = s; },
                                         "HOST:PORT where the leader meets the group");
+  cmd->add_option_function<std::string>(
+      "--group-secret-file", [engine](const std::string& f) { engine->membership.group_secret_file = f; },
+      "A file whose first line every member shares (16+ bytes): members prove it at the rendezvous, which refuses "
+      "anyone else (else TPSERVE_GROUP_SECRET; without either, anyone who reaches the port can join)");
   cmd->add_option("--bind-address", engine->bind_address, "This process's address for its Gloo connections")
       ->capture_default_str();
   cmd->add_option("--group-timeout-ms", engine->group_timeout_ms,

@@ -4,7 +4,10 @@
 #include <spdlog/spdlog.h>
 #include <sys/resource.h>
 
+#include <atomic>
 #include <chrono>
+#include <condition_variable>
+#include <mutex>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -93,12 +96,47 @@ std::vector<std::string> KnownMethods() {
 // from 1, a start-up error).
 constexpr int kEngineFailedExit = 3;
 
-// Blocks until SIGTERM or SIGINT (both are blocked in every thread, so only this wait sees them).
-int WaitForSignal(const sigset_t& signals) {
-  int signal = 0;
-  sigwait(&signals, &signal);
-  return signal;
-}
+// SIGTERM and SIGINT are blocked in every thread and taken by one thread of their own. Until the
+// server serves (while the model loads and a multi-process group forms) and in a follower, nothing
+// needs draining: the process exits at once with 128 + the signal, so that a member stuck joining
+// its group still ends on SIGTERM. Once serving, Wait() returns the signal and the server drains.
+class SignalWatch {
+ public:
+  // Process-lifetime: its thread may still wait in sigwait when Run returns.
+  static SignalWatch& Start(const sigset_t& signals) {
+    static SignalWatch* watch = new SignalWatch(signals);
+    return *watch;
+  }
+  void Serving() { serving_ = true; }
+  int Wait() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    arrived_.wait(lock, [&] { return signal_ != 0; });
+    return signal_;
+  }
+
+ private:
+  explicit SignalWatch(sigset_t signals) {
+    std::thread([this, signals] {
+      int signal = 0;
+      sigwait(&signals, &signal);
+      if (!serving_) {
+        spdlog::info("received {} before serving: exiting", signal == SIGTERM ? "SIGTERM" : "SIGINT");
+        spdlog::default_logger()->flush();
+        std::_Exit(128 + signal);
+      }
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        signal_ = signal;
+      }
+      arrived_.notify_all();
+    }).detach();
+  }
+
+  std::atomic<bool> serving_{false};
+  std::mutex mutex_;
+  std::condition_variable arrived_;
+  int signal_ = 0;
+};
 
 // Every open connection (gRPC, HTTP, metrics) is a file descriptor: use all the hard limit allows.
 void RaiseOpenFileLimit() {
@@ -115,6 +153,7 @@ int Run(const ServeOptions& options) {
   sigaddset(&signals, SIGTERM);
   sigaddset(&signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);  // before any thread starts
+  SignalWatch& signal_watch = SignalWatch::Start(signals);
   std::signal(SIGPIPE, SIG_IGN);  // a client that hangs up is an error on its write, not the end of the server
 
   auto model = OpenModel(options.model);
@@ -215,6 +254,7 @@ int Run(const ServeOptions& options) {
                loop_options.scheduler.max_batch_size, loop_options.max_queue);
   spdlog::info("access: {}, {}", access->tls() ? "TLS" : "plaintext (no TLS)",
                access->requires_key() ? "API key required (reflection off)" : "no API key");
+  signal_watch.Serving();  // from here a signal drains (tests and scripts stop the server once it says ready)
   spdlog::info("tpserve ready: grpc {}:{} metrics {}:{}{}", options.host, grpc_port, options.metrics_host,
                *metrics_port, http_ready);
 
@@ -240,7 +280,7 @@ int Run(const ServeOptions& options) {
       std::this_thread::sleep_for(std::chrono::milliseconds(failed_at ? 20 : 100));
     }
   });
-  const int signal = WaitForSignal(signals);
+  const int signal = signal_watch.Wait();
   spdlog::info("received {}: draining (up to {} s)", signal == SIGTERM ? "SIGTERM" : "SIGINT",
                options.drain_seconds);
   server->GetHealthCheckService()->SetServingStatus(false);

@@ -75,9 +75,9 @@ struct HttpApi::Stream final : HttpBodyStream {
   std::string text;                  // non-streamed: everything so far
   std::vector<SampledToken> tokens;  // ... and its tokens
 
-  Stream(EngineLoop* loop, OpenAiResponseBuilder builder, const OpenAiRequest& r, bool chat)
-      : loop(loop), generation(std::make_shared<HttpGeneration>()), builder(std::move(builder)), stream(r.stream),
-        include_usage(r.include_usage), chat(chat), logprobs(r.logprobs) {}
+  Stream(EngineLoop* engine_loop, OpenAiResponseBuilder response_builder, const OpenAiRequest& r, bool is_chat)
+      : loop(engine_loop), generation(std::make_shared<HttpGeneration>()), builder(std::move(response_builder)),
+        stream(r.stream), include_usage(r.include_usage), chat(is_chat), logprobs(r.logprobs) {}
 
   Piece Next() override {
     std::string bytes;

@@ -16,6 +16,8 @@ namespace {
 
 using ::testing::HasSubstr;
 
+constexpr char kSecret[] = "gloo-test-secret-0123456789";
+
 std::vector<float> Inputs(int rank, size_t count) {
   std::mt19937 rng(100 + rank);
   std::normal_distribution<float> normal(0.0f, 3.0f);
@@ -27,12 +29,12 @@ std::vector<float> Inputs(int rank, size_t count) {
 // Runs fn(rank, comm) on `world` threads, each with its own Gloo communicator.
 template <typename Fn>
 void OnGlooRanks(int world, const std::string& prefix, Fn&& fn) {
-  auto server = RendezvousServer::Start("127.0.0.1", 0);
+  auto server = RendezvousServer::Start("127.0.0.1", 0, world, kSecret);
   ASSERT_TRUE(server.ok()) << server.status().ToString();
   std::vector<std::thread> threads;
   for (int r = 0; r < world; ++r) {
     threads.emplace_back([&, r] {
-      auto store = RendezvousClient::Connect("127.0.0.1", (*server)->port(), std::chrono::seconds(20));
+      auto store = RendezvousClient::Connect("127.0.0.1", (*server)->port(), r, kSecret, std::chrono::seconds(20));
       ASSERT_TRUE(store.ok()) << store.status().ToString();
       auto comm = GlooCommunicator::Connect(**store, r, world, {.prefix = prefix});
       ASSERT_TRUE(comm.ok()) << comm.status().ToString();
@@ -100,9 +102,9 @@ TEST(GlooCommunicator, EveryCollectiveEqualsTheInProcessOneBitwise) {
 }
 
 TEST(GlooCommunicator, AMemberThatNeverComesIsATimelyError) {
-  auto server = RendezvousServer::Start("127.0.0.1", 0);
+  auto server = RendezvousServer::Start("127.0.0.1", 0, 2, kSecret);
   ASSERT_TRUE(server.ok());
-  auto store = RendezvousClient::Connect("127.0.0.1", (*server)->port(), std::chrono::milliseconds(800));
+  auto store = RendezvousClient::Connect("127.0.0.1", (*server)->port(), 0, kSecret, std::chrono::milliseconds(800));
   ASSERT_TRUE(store.ok());
   const auto start = std::chrono::steady_clock::now();
   auto comm = GlooCommunicator::Connect(**store, 0, 2, {.prefix = "lonely", .timeout = std::chrono::milliseconds(800)});
@@ -112,18 +114,18 @@ TEST(GlooCommunicator, AMemberThatNeverComesIsATimelyError) {
 }
 
 TEST(Rendezvous, NoLeaderIsAnErrorNamingTheAddressAndGetsWaitForSets) {
-  auto none = RendezvousClient::Connect("127.0.0.1", 1, std::chrono::milliseconds(200));
+  auto none = RendezvousClient::Connect("127.0.0.1", 1, 0, kSecret, std::chrono::milliseconds(200));
   ASSERT_FALSE(none.ok());
   EXPECT_THAT(none.status().message(), HasSubstr("no leader at 127.0.0.1:1"));
 
-  auto server = RendezvousServer::Start("127.0.0.1", 0);
+  auto server = RendezvousServer::Start("127.0.0.1", 0, 2, kSecret);
   ASSERT_TRUE(server.ok());
-  auto a = RendezvousClient::Connect("127.0.0.1", (*server)->port(), std::chrono::seconds(5));
-  auto b = RendezvousClient::Connect("127.0.0.1", (*server)->port(), std::chrono::seconds(5));
+  auto a = RendezvousClient::Connect("127.0.0.1", (*server)->port(), 1, kSecret, std::chrono::seconds(5));
+  auto b = RendezvousClient::Connect("127.0.0.1", (*server)->port(), 0, kSecret, std::chrono::seconds(5));
   ASSERT_TRUE(a.ok() && b.ok());
   std::thread later([&] {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    EXPECT_TRUE((*a)->Set("member/1", "llama-3-8b tp=2").ok());
+    EXPECT_TRUE((*a)->Set("member/1", "llama-3-8b tp=2").ok());  // member 1's own key
   });
   auto value = (*b)->Get("member/1", std::chrono::seconds(5));  // waits for the set
   later.join();
