@@ -243,8 +243,69 @@ def across_network_namespaces(expected):
             subprocess.run(["ip", "netns", "del", name], capture_output=True)
 
 
+def hostile_members():
+    """The rendezvous under hostile use (issue 27): a member with another secret is refused by name; with
+    the same secret (one from a file, one from the environment) the group forms, and a second process
+    with a member's --node-rank ends within the group timeout instead of waiting for ever; SIGTERM
+    ends a serve member still waiting for its group."""
+    secret_file = f"/tmp/tpserve-group-secret-{os.getpid()}"
+    with open(secret_file, "w") as f:
+        f.write("multiprocess-test-secret-0123456789\n")
+    try:
+        port = free_port()
+        flags = lambda i: ["--tp", "2", "--nnodes", "2", "--node-rank", str(i), "--rendezvous", f"127.0.0.1:{port}",
+                           "--group-timeout-ms", "4000"]
+        env = lambda secret: {**os.environ, "TPSERVE_GROUP_SECRET": secret}
+        leader = subprocess.Popen([TPSERVE, *COMMON, "--max-tokens", "16", *flags(0), "--group-secret-file", secret_file],
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        stranger = subprocess.run([TPSERVE, *COMMON, "--max-tokens", "16", *flags(1)], capture_output=True, text=True,
+                                  timeout=60, env=env("another-secret-0123456789"))
+        _, leader_err = leader.communicate(timeout=60)
+        check(stranger.returncode != 0 and "wrong group secret" in stranger.stderr,
+              f"a member with another secret is refused by name ({stranger.stderr[-200:]!r})")
+        check(leader.returncode != 0, "... and the leader, whose member never came, gives up within the group timeout")
+
+        port = free_port()
+        follower = subprocess.Popen([TPSERVE, *COMMON, "--max-tokens", "200", "--ignore-eos", *flags(1)],
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                    env=env("multiprocess-test-secret-0123456789"))
+        leader = subprocess.Popen([TPSERVE, *COMMON, "--max-tokens", "200", "--ignore-eos", *flags(0),
+                                   "--group-secret-file", secret_file],
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        formed = wait_until_following(follower)
+        started = time.monotonic()
+        duplicate = subprocess.run([TPSERVE, *COMMON, "--max-tokens", "16", *flags(1)], capture_output=True, text=True,
+                                   timeout=60, env=env("multiprocess-test-secret-0123456789"))
+        waited = time.monotonic() - started
+        leader_out, _ = leader.communicate(timeout=120)
+        follower.communicate(timeout=60)
+        check(formed and leader.returncode == 0 and follower.returncode == 0,
+              "the same secret from a file and from TPSERVE_GROUP_SECRET: the group forms and finishes")
+        check(duplicate.returncode != 0 and waited < 30,
+              f"a duplicate --node-rank 1 ends in {waited:.1f} s, not a year ({duplicate.stderr[-160:]!r})")
+
+        port = free_port()
+        waiting = subprocess.Popen([TPSERVE, "serve", "--model", "tiny", "--load-format", "dummy", "--device", "cpu",
+                                    "--port", "0", "--metrics-port", "0", "--tp", "2", "--nnodes", "2", "--node-rank",
+                                    "1", "--rendezvous", f"127.0.0.1:{port}", "--group-timeout-ms", "600000"],
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        time.sleep(3)
+        waiting.send_signal(signal.SIGTERM)
+        try:
+            waiting.communicate(timeout=10)
+            check(waiting.returncode == 128 + signal.SIGTERM,
+                  f"SIGTERM ends a serve member waiting for its group (exit {waiting.returncode})")
+        except subprocess.TimeoutExpired:
+            waiting.kill()
+            waiting.communicate()
+            check(False, "SIGTERM ends a serve member waiting for its group (it was still there 10 s later)")
+    finally:
+        os.remove(secret_file)
+
+
 single_tp2 = subprocess.run([TPSERVE, *COMMON, "--max-tokens", "16", "--tp", "2"], capture_output=True, text=True,
                             timeout=120, check=True)
+hostile_members()
 across_network_namespaces(outputs(single_tp2.stdout))
 
 print("multiprocess: " + ("all passed" if not failures else f"{len(failures)} failed"))
