@@ -15,6 +15,7 @@ refused.
 import json
 import os
 import pathlib
+import re
 import subprocess
 import sys
 import tempfile
@@ -72,7 +73,7 @@ esac
 """,
     "tpserve": r"""#!/usr/bin/env bash
 python3 -c 'import json, os, sys; json.dump({"args": sys.argv[1:], "node": os.environ["SLURMD_NODENAME"],
-  "nccl_debug": os.environ.get("NCCL_DEBUG")}, open(os.path.join(os.environ["STANDIN_OUT"],
+  "nccl_debug": os.environ.get("NCCL_DEBUG"), "secret": os.environ.get("TPSERVE_GROUP_SECRET")}, open(os.path.join(os.environ["STANDIN_OUT"],
   "tpserve-" + os.environ["SLURM_NODEID"] + ".json"), "w"))' "$@"
 """,
 }
@@ -162,6 +163,15 @@ with tempfile.TemporaryDirectory(prefix="tpserve-slurm-") as tmp:
         check(flag(args, "--http-port") == "8000", f"member {rank}: --http-port {flag(args, '--http-port')}")
         check(args[-len(user_args):] == user_args, f"member {rank}: the user's flags became {args[-len(user_args):]}")
         check(member["nccl_debug"] == "INFO", f"member {rank}: NCCL_DEBUG {member['nccl_debug']}")
+    # One rendezvous secret per job, the same on every member, made when none is given.
+    secrets = {member["secret"] for member in members.values()}
+    check(len(secrets) == 1 and re.fullmatch(r"[0-9a-f]{64}", next(iter(secrets)) or ""),
+          f"the members' TPSERVE_GROUP_SECRET: {secrets}")
+    _, again, _ = run_job(work, user_args)
+    check({member["secret"] for member in again.values()}.isdisjoint(secrets), "a second job made the same secret")
+    _, given, _ = run_job(work, user_args, {"TPSERVE_GROUP_SECRET": "the-users-own-secret-0123456789"})
+    check({member["secret"] for member in given.values()} == {"the-users-own-secret-0123456789"},
+          "a TPSERVE_GROUP_SECRET given to sbatch is the members'")
 
     # An interface by name, another port and 4 GPUs per node.
     result, members, _ = run_job(work, ["--model", "/m"], {"TPSERVE_BIND_INTERFACE": "ib0", "TPSERVE_RENDEZVOUS_PORT": "31000",
