@@ -5,6 +5,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cstdio>
+#include <fstream>
+
 namespace tpserve {
 namespace {
 
@@ -78,6 +81,31 @@ TEST(GroupMembership, ErrorsNameTheFlagOrVariable) {
   EXPECT_THAT(ResolveMembership({}, {{"LWS_LEADER_ADDRESS", "x"}}).status().message(), HasSubstr("LWS_GROUP_SIZE"));
   EXPECT_THAT(ResolveMembership({}, {{"MASTER_ADDR", "x"}, {"WORLD_SIZE", "two"}, {"RANK", "0"}}).status().message(),
               HasSubstr("WORLD_SIZE: 'two' is not a whole number"));
+}
+
+TEST(GroupMembership, TheGroupSecretComesFromItsFileElseTheEnvironmentAndMustBeLongEnough) {
+  const MembershipFlags flags{.nnodes = 2, .node_rank = 1, .rendezvous = "10.0.0.5:7000"};
+  auto none = ResolveMembership(flags, {});
+  ASSERT_TRUE(none.ok());
+  EXPECT_EQ(none->secret, "");
+  auto from_env = ResolveMembership(flags, {{"TPSERVE_GROUP_SECRET", "env-secret-0123456789\n"}});
+  ASSERT_TRUE(from_env.ok()) << from_env.status().ToString();
+  EXPECT_EQ(from_env->secret, "env-secret-0123456789");  // trailing white space dropped
+  const std::string path = ::testing::TempDir() + "/group_secret_test";
+  std::ofstream(path) << "file-secret-0123456789\nsecond line ignored\n";
+  MembershipFlags with_file = flags;
+  with_file.group_secret_file = path;
+  auto from_file = ResolveMembership(with_file, {{"TPSERVE_GROUP_SECRET", "env-secret-0123456789"}});
+  ASSERT_TRUE(from_file.ok()) << from_file.status().ToString();
+  EXPECT_EQ(from_file->secret, "file-secret-0123456789");  // the flag wins
+  std::ofstream(path) << "short\n";
+  auto short_secret = ResolveMembership(with_file, {});
+  ASSERT_FALSE(short_secret.ok());
+  EXPECT_THAT(short_secret.status().message(), HasSubstr("--group-secret-file " + path + ": a secret of 5 bytes"));
+  std::remove(path.c_str());
+  auto missing = ResolveMembership(with_file, {});
+  ASSERT_FALSE(missing.ok());
+  EXPECT_THAT(missing.status().message(), HasSubstr("cannot open"));
 }
 
 }  // namespace
