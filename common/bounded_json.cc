@@ -33,8 +33,8 @@ size_t JsonNestingDepth(std::string_view text, size_t limit) {
 
 Status CheckJsonDepth(std::string_view text, std::string_view what) {
   if (JsonNestingDepth(text) <= kMaxJsonDepth) return Status::Ok();
-  return InvalidArgument(std::string(what) + ": JSON nested deeper than " + std::to_string(kMaxJsonDepth) +
-                         " levels");
+  return InvalidArgument(std::string(what) + ": JSON nested deeper than " +
+                         std::to_string(kMaxJsonDepth) + " levels");
 }
 
 Result<std::string> ReadTextFile(const std::string& path) {
@@ -59,7 +59,11 @@ std::string Describe(const Json& value) {
 
 }  // namespace
 
-std::string DescribeJsonForError(const nlohmann::json& value) { return Describe(value); }
-std::string DescribeJsonForError(const nlohmann::ordered_json& value) { return Describe(value); }
+std::string DescribeJsonForError(const nlohmann::json& value) {
+  return Describe(value);
+}
+std::string DescribeJsonForError(const nlohmann::ordered_json& value) {
+  return Describe(value);
+}
 
 }  // namespace tpserve

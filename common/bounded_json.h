@@ -5,9 +5,8 @@
 // Real inputs nest a few levels; anything deeper than kMaxJsonDepth is refused before parsing.
 #pragma once
 
-#include <nlohmann/json.hpp>
-
 #include <cstddef>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 

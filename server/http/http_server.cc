@@ -48,12 +48,15 @@ struct ServerState {
   std::atomic<int> connections{0};
 };
 
-std::string ToString(boost::beast::string_view s) { return std::string(s.data(), s.size()); }
+std::string ToString(boost::beast::string_view s) {
+  return std::string(s.data(), s.size());
+}
 
 bool IsEndOfConnection(const error_code& ec) {
-  return ec == http::error::end_of_stream || ec == http::error::partial_message || ec == net::error::eof ||
-         ec == net::error::connection_reset || ec == net::error::operation_aborted ||
-         ec == net::error::bad_descriptor || ec == net::ssl::error::stream_truncated;
+  return ec == http::error::end_of_stream || ec == http::error::partial_message ||
+         ec == net::error::eof || ec == net::error::connection_reset ||
+         ec == net::error::operation_aborted || ec == net::error::bad_descriptor ||
+         ec == net::ssl::error::stream_truncated;
 }
 
 std::string Chunk(std::string_view bytes, bool last) {
@@ -81,10 +84,11 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
   void Start() {
     if constexpr (std::is_same_v<Stream, TlsStream>) {
       SetDeadline(std::chrono::seconds(options().read_timeout_s));
-      stream_.async_handshake(net::ssl::stream_base::server, [self = this->shared_from_this()](error_code ec) {
-        if (ec) return self->Close();
-        self->ReadHead();
-      });
+      stream_.async_handshake(net::ssl::stream_base::server,
+                              [self = this->shared_from_this()](error_code ec) {
+                                if (ec) return self->Close();
+                                self->ReadHead();
+                              });
     } else {
       ReadHead();
     }
@@ -110,9 +114,11 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
     parser_.emplace();
     parser_->header_limit(static_cast<uint32_t>(options().max_header_bytes));
     parser_->body_limit(options().max_body_bytes);
-    SetDeadline(std::chrono::seconds(served_ == 0 ? options().read_timeout_s : options().keepalive_timeout_s));
-    http::async_read_header(stream_, buffer_, *parser_,
-                            [self = this->shared_from_this()](error_code ec, size_t) { self->OnHead(ec); });
+    SetDeadline(std::chrono::seconds(served_ == 0 ? options().read_timeout_s
+                                                  : options().keepalive_timeout_s));
+    http::async_read_header(
+        stream_, buffer_, *parser_,
+        [self = this->shared_from_this()](error_code ec, size_t) { self->OnHead(ec); });
   }
 
   void OnHead(error_code ec) {
@@ -120,7 +126,8 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
     if (ec) {
       if (IsEndOfConnection(ec)) return Close();
       if (ec == http::error::header_limit) {
-        return Refuse(431, fmt::format("request head: larger than {} bytes", options().max_header_bytes));
+        return Refuse(
+            431, fmt::format("request head: larger than {} bytes", options().max_header_bytes));
       }
       if (ec == http::error::body_limit) return RefuseTooLarge();
       return Refuse(400, "request: " + ec.message());
@@ -130,15 +137,18 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
                            .path = ToString(head.target().substr(0, head.target().find('?'))),
                            .headers = {},
                            .body = {}};
-    for (const auto& field : head) request_.headers.emplace_back(ToString(field.name_string()), ToString(field.value()));
+    for (const auto& field : head)
+      request_.headers.emplace_back(ToString(field.name_string()), ToString(field.value()));
     keep_alive_ = head.keep_alive();
     if (const auto coding = head[http::field::transfer_encoding];
         !coding.empty() && !boost::beast::iequals(coding, "chunked")) {
-      return Refuse(501, "Transfer-Encoding: only chunked is supported, got '" + ToString(coding) + "'");
+      return Refuse(501,
+                    "Transfer-Encoding: only chunked is supported, got '" + ToString(coding) + "'");
     }
     if (const auto coding = head[http::field::content_encoding];
         !coding.empty() && !boost::beast::iequals(coding, "identity")) {
-      return Refuse(415, "Content-Encoding: request bodies are not decompressed; send the body uncompressed");
+      return Refuse(
+          415, "Content-Encoding: request bodies are not decompressed; send the body uncompressed");
     }
     if (parser_->content_length().value_or(0) > options().max_body_bytes) return RefuseTooLarge();
     const bool has_body = !parser_->is_done();
@@ -146,7 +156,8 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
     try {
       refusal = handlers().admit(request_);
     } catch (const std::exception& e) {
-      spdlog::error("{}: admitting {} {}: {}", options().name, request_.method, request_.path, e.what());
+      spdlog::error("{}: admitting {} {}: {}", options().name, request_.method, request_.path,
+                    e.what());
       refusal = handlers().error(500, "internal error");
     }
     if (refusal) {
@@ -156,10 +167,11 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
     if (!has_body) return Handle();
     if (boost::beast::iequals(head[http::field::expect], "100-continue")) {
       out_ = "HTTP/1.1 100 Continue\r\n\r\n";
-      net::async_write(stream_, net::buffer(out_), [self = this->shared_from_this()](error_code write_error, size_t) {
-        if (write_error || self->closed_) return self->Close();
-        self->ReadBody();
-      });
+      net::async_write(stream_, net::buffer(out_),
+                       [self = this->shared_from_this()](error_code write_error, size_t) {
+                         if (write_error || self->closed_) return self->Close();
+                         self->ReadBody();
+                       });
       return;
     }
     ReadBody();
@@ -167,13 +179,16 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
 
   void ReadBody() {
     SetDeadline(std::chrono::seconds(options().read_timeout_s));
-    http::async_read(stream_, buffer_, *parser_, [self = this->shared_from_this()](error_code ec, size_t) {
-      if (self->closed_) return;
-      if (ec == http::error::body_limit) return self->RefuseTooLarge();
-      if (ec) return IsEndOfConnection(ec) ? self->Close() : self->Refuse(400, "request body: " + ec.message());
-      self->request_.body = std::move(self->parser_->get().body());
-      self->Handle();
-    });
+    http::async_read(
+        stream_, buffer_, *parser_, [self = this->shared_from_this()](error_code ec, size_t) {
+          if (self->closed_) return;
+          if (ec == http::error::body_limit) return self->RefuseTooLarge();
+          if (ec)
+            return IsEndOfConnection(ec) ? self->Close()
+                                         : self->Refuse(400, "request body: " + ec.message());
+          self->request_.body = std::move(self->parser_->get().body());
+          self->Handle();
+        });
   }
 
   void Handle() {
@@ -189,7 +204,8 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
   }
 
   void RefuseTooLarge() {
-    Refuse(413, fmt::format("body: larger than this server accepts ({} bytes)", options().max_body_bytes));
+    Refuse(413, fmt::format("body: larger than this server accepts ({} bytes)",
+                            options().max_body_bytes));
   }
 
   // A refusal of the server's own; the connection closes after it (the framing cannot be trusted).
@@ -201,35 +217,41 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
   void Respond(HttpResponse response) {
     ++served_;
     if (response.stream) return StartStream(std::move(response));
-    auto message = std::make_shared<http::response<http::string_body>>(static_cast<http::status>(response.status), 11);
-    if (!response.content_type.empty()) message->set(http::field::content_type, response.content_type);
+    auto message = std::make_shared<http::response<http::string_body>>(
+        static_cast<http::status>(response.status), 11);
+    if (!response.content_type.empty())
+      message->set(http::field::content_type, response.content_type);
     for (const auto& [name, value] : response.headers) message->set(name, value);
     message->body() = std::move(response.body);
     message->keep_alive(keep_alive_);
     message->prepare_payload();
     SetDeadline(std::chrono::seconds(options().write_timeout_s));
-    http::async_write(stream_, *message, [self = this->shared_from_this(), message](error_code ec, size_t) {
-      self->ClearDeadline();
-      if (ec || self->closed_) return self->Close();
-      if (!self->keep_alive_) return self->CloseAfterResponse();
-      self->ReadHead();
-    });
+    http::async_write(stream_, *message,
+                      [self = this->shared_from_this(), message](error_code ec, size_t) {
+                        self->ClearDeadline();
+                        if (ec || self->closed_) return self->Close();
+                        if (!self->keep_alive_) return self->CloseAfterResponse();
+                        self->ReadHead();
+                      });
   }
 
   void StartStream(HttpResponse response) {
     source_ = std::move(response.stream);
-    std::string head = fmt::format("HTTP/1.1 {} {}\r\n", response.status,
-                                   ToString(http::obsolete_reason(static_cast<http::status>(response.status))));
+    std::string head =
+        fmt::format("HTTP/1.1 {} {}\r\n", response.status,
+                    ToString(http::obsolete_reason(static_cast<http::status>(response.status))));
     if (!response.content_type.empty()) head += "Content-Type: " + response.content_type + "\r\n";
     for (const auto& [name, value] : response.headers) head += name + ": " + value + "\r\n";
-    head += keep_alive_ ? "Transfer-Encoding: chunked\r\n\r\n" : "Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n";
-    source_->SetWake([guard = state_->guard, weak = this->weak_from_this(), executor = stream_.get_executor()] {
-      std::lock_guard<std::mutex> lock(guard->mutex);
-      if (!guard->alive) return;
-      net::post(executor, [weak] {
-        if (auto self = weak.lock()) self->Pump();
-      });
-    });
+    head += keep_alive_ ? "Transfer-Encoding: chunked\r\n\r\n"
+                        : "Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n";
+    source_->SetWake(
+        [guard = state_->guard, weak = this->weak_from_this(), executor = stream_.get_executor()] {
+          std::lock_guard<std::mutex> lock(guard->mutex);
+          if (!guard->alive) return;
+          net::post(executor, [weak] {
+            if (auto self = weak.lock()) self->Pump();
+          });
+        });
     Write(std::move(head), /*last=*/false);
     WatchForClose();
   }
@@ -246,20 +268,22 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
     writing_ = true;
     out_ = std::move(bytes);
     SetDeadline(std::chrono::seconds(options().write_timeout_s));
-    net::async_write(stream_, net::buffer(out_), [self = this->shared_from_this(), last](error_code ec, size_t) {
-      self->writing_ = false;
-      self->ClearDeadline();
-      if (ec || self->closed_) return self->Close();
-      if (!last) return self->Pump();
-      self->source_.reset();  // finished, not abandoned
-      if (!self->keep_alive_) return self->CloseAfterResponse();
-      self->next_request_ = true;
-      if (!self->watching_) return self->ReadHead();
-      // The watching read may wait for bytes that never come while the next request is already
-      // buffered: cancel it, and its completion starts the next request.
-      error_code ignored;
-      self->Socket().cancel(ignored);
-    });
+    net::async_write(stream_, net::buffer(out_),
+                     [self = this->shared_from_this(), last](error_code ec, size_t) {
+                       self->writing_ = false;
+                       self->ClearDeadline();
+                       if (ec || self->closed_) return self->Close();
+                       if (!last) return self->Pump();
+                       self->source_.reset();  // finished, not abandoned
+                       if (!self->keep_alive_) return self->CloseAfterResponse();
+                       self->next_request_ = true;
+                       if (!self->watching_) return self->ReadHead();
+                       // The watching read may wait for bytes that never come while the next
+                       // request is already buffered: cancel it, and its completion starts the next
+                       // request.
+                       error_code ignored;
+                       self->Socket().cancel(ignored);
+                     });
   }
 
   // While a response streams, a read notices a client that goes away (and keeps what a pipelining
@@ -267,16 +291,18 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
   void WatchForClose() {
     if (closed_ || buffer_.size() >= options().max_header_bytes) return;
     watching_ = true;
-    stream_.async_read_some(buffer_.prepare(4096), [self = this->shared_from_this()](error_code ec, size_t n) {
-      self->watching_ = false;
-      if (self->closed_) return;
-      if (ec == net::error::operation_aborted && self->next_request_) return self->ReadHead();
-      if (ec) return self->Close();
-      self->buffer_.commit(n);
-      if (self->source_) return self->WatchForClose();
-      if (self->next_request_) return self->ReadHead();
-      self->Drain();  // closing after the response
-    });
+    stream_.async_read_some(buffer_.prepare(4096),
+                            [self = this->shared_from_this()](error_code ec, size_t n) {
+                              self->watching_ = false;
+                              if (self->closed_) return;
+                              if (ec == net::error::operation_aborted && self->next_request_)
+                                return self->ReadHead();
+                              if (ec) return self->Close();
+                              self->buffer_.commit(n);
+                              if (self->source_) return self->WatchForClose();
+                              if (self->next_request_) return self->ReadHead();
+                              self->Drain();  // closing after the response
+                            });
   }
 
   // Ends the connection after a response whose request said close, or whose body was not read:
@@ -289,11 +315,13 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
   }
 
   void Drain() {
-    Socket().async_read_some(net::buffer(drain_), [self = this->shared_from_this()](error_code ec, size_t n) {
-      self->drained_ += n;
-      if (ec || self->closed_ || self->drained_ > kLingerBytes) return self->Close();
-      self->Drain();
-    });
+    Socket().async_read_some(net::buffer(drain_),
+                             [self = this->shared_from_this()](error_code ec, size_t n) {
+                               self->drained_ += n;
+                               if (ec || self->closed_ || self->drained_ > kLingerBytes)
+                                 return self->Close();
+                               self->Drain();
+                             });
   }
 
   void SetDeadline(std::chrono::steady_clock::duration after) {
@@ -338,7 +366,9 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
   bool next_request_ = false;
 };
 
-bool EqualsIgnoringCase(std::string_view a, std::string_view b) { return boost::beast::iequals(a, b); }
+bool EqualsIgnoringCase(std::string_view a, std::string_view b) {
+  return boost::beast::iequals(a, b);
+}
 
 }  // namespace
 
@@ -379,7 +409,8 @@ struct HttpServer::Impl {
     try {
       tls.emplace(net::ssl::context::tls_server);
       tls->set_options(net::ssl::context::default_workarounds | net::ssl::context::no_sslv2 |
-                       net::ssl::context::no_sslv3 | net::ssl::context::no_tlsv1 | net::ssl::context::no_tlsv1_1);
+                       net::ssl::context::no_sslv3 | net::ssl::context::no_tlsv1 |
+                       net::ssl::context::no_tlsv1_1);
       tls->use_certificate_chain_file(o.tls_cert);
       tls->use_private_key_file(o.tls_key, net::ssl::context::pem);
       if (!o.tls_client_ca.empty()) {
@@ -387,7 +418,8 @@ struct HttpServer::Impl {
         tls->set_verify_mode(net::ssl::verify_peer | net::ssl::verify_fail_if_no_peer_cert);
       }
     } catch (const boost::system::system_error& e) {
-      return InvalidArgument(o.name + ": cannot set up TLS with --tls-cert/--tls-key/--tls-client-ca: " + e.what());
+      return InvalidArgument(
+          o.name + ": cannot set up TLS with --tls-cert/--tls-key/--tls-client-ca: " + e.what());
     }
     return Status::Ok();
   }
@@ -420,12 +452,15 @@ struct HttpServer::Impl {
   }
 };
 
-HttpServer::HttpServer(HttpServerOptions options, HttpHandlers handlers) : impl_(std::make_unique<Impl>()) {
+HttpServer::HttpServer(HttpServerOptions options, HttpHandlers handlers)
+    : impl_(std::make_unique<Impl>()) {
   impl_->state->options = std::move(options);
   impl_->state->handlers = std::move(handlers);
 }
 
-HttpServer::~HttpServer() { Stop(); }
+HttpServer::~HttpServer() {
+  Stop();
+}
 
 Result<int> HttpServer::Start() {
   const HttpServerOptions& o = impl_->state->options;
@@ -434,13 +469,16 @@ Result<int> HttpServer::Start() {
   const std::string where = fmt::format("{}: cannot listen on {}:{}", o.name, o.host, o.port);
   error_code ec;
   tcp::resolver resolver(*impl_->io);
-  const auto endpoints = resolver.resolve(o.host, std::to_string(o.port), tcp::resolver::passive, ec);
-  if (ec || endpoints.empty()) return Status(StatusCode::kUnavailable, where + " (" + ec.message() + ")");
+  const auto endpoints =
+      resolver.resolve(o.host, std::to_string(o.port), tcp::resolver::passive, ec);
+  if (ec || endpoints.empty())
+    return Status(StatusCode::kUnavailable, where + " (" + ec.message() + ")");
   const tcp::endpoint endpoint = endpoints.begin()->endpoint();
   impl_->acceptor.emplace(*impl_->io);
   impl_->accept_retry.emplace(*impl_->io);
   tcp::acceptor& acceptor = *impl_->acceptor;
-  if (acceptor.open(endpoint.protocol(), ec); !ec) acceptor.set_option(net::socket_base::reuse_address(true), ec);
+  if (acceptor.open(endpoint.protocol(), ec); !ec)
+    acceptor.set_option(net::socket_base::reuse_address(true), ec);
   if (!ec) acceptor.bind(endpoint, ec);
   if (!ec) acceptor.listen(net::socket_base::max_listen_connections, ec);
   if (ec) return Status(StatusCode::kUnavailable, where + " (" + ec.message() + ")");

@@ -28,14 +28,14 @@ namespace tpserve {
 struct HttpServerOptions {
   std::string name = "http";  // in log lines and errors: "--http-port", "--metrics-port"
   std::string host = "127.0.0.1";
-  int port = 0;                         // 0: pick a free one
-  int threads = 2;                      // event-loop threads (not connections)
-  int max_connections = 8192;           // more are closed as they are accepted
-  int read_timeout_s = 10;              // a request's head and body must arrive whole within this
-  int write_timeout_s = 10;             // each write to the client must finish within this
-  int keepalive_timeout_s = 5;          // an idle connection waits this long for its next request
-  size_t max_header_bytes = 16 << 10;   // request line + headers; more gets 431
-  size_t max_body_bytes = 1 << 20;      // more gets 413, however it is framed
+  int port = 0;                        // 0: pick a free one
+  int threads = 2;                     // event-loop threads (not connections)
+  int max_connections = 8192;          // more are closed as they are accepted
+  int read_timeout_s = 10;             // a request's head and body must arrive whole within this
+  int write_timeout_s = 10;            // each write to the client must finish within this
+  int keepalive_timeout_s = 5;         // an idle connection waits this long for its next request
+  size_t max_header_bytes = 16 << 10;  // request line + headers; more gets 431
+  size_t max_body_bytes = 1 << 20;     // more gets 413, however it is framed
   std::string tls_cert, tls_key, tls_client_ca;  // PEM files; TLS when tls_cert is set
 };
 
@@ -77,7 +77,7 @@ struct HttpResponse {
   int status = 200;
   std::string content_type;
   std::vector<std::pair<std::string, std::string>> headers;
-  std::string body;                      // a whole response ...
+  std::string body;                        // a whole response ...
   std::shared_ptr<HttpBodyStream> stream;  // ... or a streamed one (body ignored)
 };
 

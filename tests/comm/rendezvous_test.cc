@@ -1,22 +1,20 @@
-// The rendezvous port under hostile use (issue 27's findings, each a regression test): strangers and
-// wrong secrets are refused at the handshake, a member writes only its own keys, keys, values and
-// the store are bounded, connections are capped and their threads reaped, and once the group has
-// formed nobody else can connect. The server runs in this process on loopback; the hostile
+// The rendezvous port under hostile use (issue 27's findings, each a regression test): strangers
+// and wrong secrets are refused at the handshake, a member writes only its own keys, keys, values
+// and the store are bounded, connections are capped and their threads reaped, and once the group
+// has formed nobody else can connect. The server runs in this process on loopback; the hostile
 // clients are raw sockets.
-#include <arpa/inet.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <fstream>
 #include <random>
 #include <string>
 #include <thread>
 
 #include "comm/rendezvous_store.h"
+#include "tests/server/raw_http.h"
 
 namespace tpserve {
 namespace {
@@ -25,19 +23,6 @@ using ::testing::HasSubstr;
 using namespace std::chrono_literals;
 
 constexpr char kSecret[] = "rendezvous-test-secret-0123456789";
-
-int RawConnect(int port) {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_port = htons(static_cast<uint16_t>(port));
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0) {
-    close(fd);
-    return -1;
-  }
-  return fd;
-}
 
 // Whether the server closes `fd` within `timeout` (reading and dropping what it sends first).
 bool ClosedWithin(int fd, std::chrono::milliseconds timeout) {
@@ -50,14 +35,6 @@ bool ClosedWithin(int fd, std::chrono::milliseconds timeout) {
     if (n <= 0) return true;
   }
   return false;
-}
-
-int ThreadsOfThisProcess() {
-  std::ifstream status("/proc/self/status");
-  for (std::string line; std::getline(status, line);) {
-    if (line.rfind("Threads:", 0) == 0) return std::stoi(line.substr(8));
-  }
-  return -1;
 }
 
 std::unique_ptr<RendezvousServer> Server(int members, RendezvousLimits limits = {}) {
@@ -83,7 +60,8 @@ TEST(RendezvousKeys, TheLastPartNamesTheOwnerElseTheLeaderOwnsIt) {
 TEST(Rendezvous, AWrongSecretAStrangerIndexAndADuplicateMemberAreRefused) {
   auto server = Server(2);
   ASSERT_TRUE(server);
-  auto wrong = RendezvousClient::Connect("127.0.0.1", server->port(), 1, "another-secret-0123456789", 2s);
+  auto wrong =
+      RendezvousClient::Connect("127.0.0.1", server->port(), 1, "another-secret-0123456789", 2s);
   ASSERT_FALSE(wrong.ok());
   EXPECT_EQ(wrong.status().code(), StatusCode::kUnauthenticated);
   EXPECT_THAT(wrong.status().message(), HasSubstr("wrong group secret"));
@@ -133,7 +111,8 @@ TEST(Rendezvous, KeysValuesAndTheStoreAreBounded) {
   auto member = RendezvousClient::Connect("127.0.0.1", server->port(), 0, kSecret, 2s);
   ASSERT_TRUE(member.ok());
   EXPECT_TRUE((*member)->Set("a/0", std::string(900, 'x')).ok());
-  EXPECT_TRUE((*member)->Set("a/0", std::string(950, 'y')).ok());  // a replaced value is not counted twice
+  EXPECT_TRUE(
+      (*member)->Set("a/0", std::string(950, 'y')).ok());  // a replaced value is not counted twice
   const Status full = (*member)->Set("b/0", std::string(900, 'x'));
   EXPECT_THAT(full.message(), HasSubstr("the store is full"));
   // Past the value limit the connection is dropped: nothing of it is kept.
@@ -146,17 +125,18 @@ TEST(Rendezvous, KeysValuesAndTheStoreAreBounded) {
 TEST(Rendezvous, StrangersAreCutOffCappedAndTheirThreadsReaped) {
   auto server = Server(2, {.handshake_timeout = 300ms});
   ASSERT_TRUE(server);
-  const int threads_before = ThreadsOfThisProcess();
+  const int threads_before = testing::Threads(getpid());
   // Connect and close, many times: each connection's thread ends and is joined. (Paced so that the
-  // listen backlog does not fill: a full backlog makes connect wait for SYN retries, not the server.)
+  // listen backlog does not fill: a full backlog makes connect wait for SYN retries, not the
+  // server.)
   for (int i = 0; i < 2000; ++i) {
-    const int fd = RawConnect(server->port());
+    const int fd = testing::Connect(server->port());
     ASSERT_GE(fd, 0) << "connection " << i;
     close(fd);
     std::this_thread::sleep_for(500us);
   }
   // Garbage instead of the handshake answer, and silence: both closed.
-  const int garbage = RawConnect(server->port());
+  const int garbage = testing::Connect(server->port());
   std::mt19937 rng(7);
   std::string noise(4096, '\0');
   for (char& c : noise) c = static_cast<char>(rng());
@@ -164,17 +144,19 @@ TEST(Rendezvous, StrangersAreCutOffCappedAndTheirThreadsReaped) {
   EXPECT_TRUE(ClosedWithin(garbage, 2s));
   close(garbage);
   std::vector<int> silent;
-  for (int i = 0; i < 20; ++i) silent.push_back(RawConnect(server->port()));
+  for (int i = 0; i < 20; ++i) silent.push_back(testing::Connect(server->port()));
   int closed_at_once = 0;
   for (int fd : silent) closed_at_once += ClosedWithin(fd, 50ms) ? 1 : 0;
   EXPECT_GE(closed_at_once, 20 - 6) << "more connections than members + 4 were held";
-  for (int fd : silent) EXPECT_TRUE(ClosedWithin(fd, 2s)) << "a silent connection outlived the handshake timeout";
+  for (int fd : silent)
+    EXPECT_TRUE(ClosedWithin(fd, 2s)) << "a silent connection outlived the handshake timeout";
   for (int fd : silent) close(fd);
   const auto deadline = std::chrono::steady_clock::now() + 3s;
-  while (server->connections() > 0 && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(20ms);
+  while (server->connections() > 0 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(20ms);
   EXPECT_EQ(server->connections(), 0);
   std::this_thread::sleep_for(300ms);  // the acceptor reaps on its next turn
-  EXPECT_LE(ThreadsOfThisProcess(), threads_before + 6);
+  EXPECT_LE(testing::Threads(getpid()), threads_before + 6);
   // Members still get in.
   auto member = RendezvousClient::Connect("127.0.0.1", server->port(), 0, kSecret, 2s);
   EXPECT_TRUE(member.ok()) << member.status().ToString();
@@ -188,7 +170,8 @@ TEST(Rendezvous, OnceTheGroupHasFormedNobodyElseConnects) {
   server->StopAccepting();
   const auto deadline = std::chrono::steady_clock::now() + 2s;
   int fd = 0;
-  while ((fd = RawConnect(server->port())) >= 0 && std::chrono::steady_clock::now() < deadline) {
+  while ((fd = testing::Connect(server->port())) >= 0 &&
+         std::chrono::steady_clock::now() < deadline) {
     close(fd);
     std::this_thread::sleep_for(20ms);
   }

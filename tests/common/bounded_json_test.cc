@@ -40,7 +40,8 @@ TEST(BoundedJson, InvalidJsonNamesWhereAndWhy) {
   ASSERT_FALSE(parsed.ok());
   EXPECT_NE(parsed.status().message().find("tokenizer.json: not valid JSON ("), std::string::npos)
       << parsed.status().message();
-  EXPECT_NE(parsed.status().message().find("column 7"), std::string::npos) << parsed.status().message();
+  EXPECT_NE(parsed.status().message().find("column 7"), std::string::npos)
+      << parsed.status().message();
 }
 
 TEST(BoundedJson, FilesAreReadWholeAndCheckedTheSameWay) {
@@ -48,7 +49,8 @@ TEST(BoundedJson, FilesAreReadWholeAndCheckedTheSameWay) {
   testing::WriteFile(dir.file("deep.json"), Nested(1000, '{', '}'));
   const auto deep = ReadJsonFile(dir.file("deep.json"));
   ASSERT_FALSE(deep.ok());
-  EXPECT_EQ(deep.status().message(), dir.file("deep.json") + ": JSON nested deeper than 128 levels");
+  EXPECT_EQ(deep.status().message(),
+            dir.file("deep.json") + ": JSON nested deeper than 128 levels");
   EXPECT_EQ(ReadJsonFile(dir.file("missing.json")).status().code(), StatusCode::kNotFound);
   testing::WriteFile(dir.file("ok.json"), R"({"hidden_size": 64})");
   const auto ok = ReadJsonFile<nlohmann::ordered_json>(dir.file("ok.json"));

@@ -1,13 +1,12 @@
 // The HTTP ports under hostile but ordinary use (issue 24's findings, each a regression test): the
-// real server on loopback with small limits, driven over raw sockets. A request nested 80,000 levels
-// deep fails alone; limits hold whatever the framing and before the API key is checked; slow
+// real server on loopback with small limits, driven over raw sockets. A request nested 80,000
+// levels deep fails alone; limits hold whatever the framing and before the API key is checked; slow
 // clients hold no thread and do not block /health; pipelined requests are answered in order;
 // ambiguous framing is refused and the connection closed. The metrics port likewise.
 #include <gtest/gtest.h>
 
-#include <nlohmann/json.hpp>
-
 #include <future>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
 #include <vector>
@@ -31,12 +30,15 @@ using testing::ServerProcess;
 constexpr char kKey[] = "hostile-test-key-0123456789";
 constexpr size_t kLimit = 256 << 10;  // --max-request-bytes: room for 80,000 levels of nesting
 
-std::string Post(const std::string& path, const std::string& body, const std::string& extra_headers = "") {
-  return "POST " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n" + extra_headers +
-         "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
+std::string Post(const std::string& path, const std::string& body,
+                 const std::string& extra_headers = "") {
+  return "POST " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n" +
+         extra_headers + "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
 }
 
-std::string Authorized() { return std::string("Authorization: Bearer ") + kKey + "\r\n"; }
+std::string Authorized() {
+  return std::string("Authorization: Bearer ") + kKey + "\r\n";
+}
 
 class HttpHostileTest : public ::testing::Test {
  protected:
@@ -44,10 +46,10 @@ class HttpHostileTest : public ::testing::Test {
     key_dir_ = new testing::TempDir();
     testing::WriteFile(key_dir_->file("key"), std::string(kKey) + "\n");
     server_ = new ServerProcess();
-    ASSERT_TRUE(server_->Start({"serve", "--model", testing::TinyModel().path, "--port", "0", "--metrics-port", "0",
-                                "--threads", "2", "--tp", "1", "--http-port", "0", "--http-timeout-s", "5",
-                                "--max-request-bytes", std::to_string(kLimit), "--api-key-file",
-                                key_dir_->file("key")}))
+    ASSERT_TRUE(server_->Start({"serve", "--model", testing::TinyModel().path, "--port", "0",
+                                "--metrics-port", "0", "--threads", "2", "--tp", "1", "--http-port",
+                                "0", "--http-timeout-s", "5", "--max-request-bytes",
+                                std::to_string(kLimit), "--api-key-file", key_dir_->file("key")}))
         << server_->log();
   }
   static void TearDownTestSuite() {
@@ -59,8 +61,9 @@ class HttpHostileTest : public ::testing::Test {
 
   // The server still serves: a completion with the key answers 200.
   static void ExpectServing() {
-    const RawResponse ok = Exchange(port(), Post("/v1/completions", R"({"prompt": "Hi", "max_tokens": 2})",
-                                                 Authorized() + "Connection: close\r\n"));
+    const RawResponse ok =
+        Exchange(port(), Post("/v1/completions", R"({"prompt": "Hi", "max_tokens": 2})",
+                              Authorized() + "Connection: close\r\n"));
     EXPECT_EQ(ok.status, 200) << ok.head << ok.body;
   }
 
@@ -70,20 +73,22 @@ class HttpHostileTest : public ::testing::Test {
 ServerProcess* HttpHostileTest::server_ = nullptr;
 testing::TempDir* HttpHostileTest::key_dir_ = nullptr;
 
-// Finding 1: 80,000 levels of `[` where a value is copied or described in an error killed the server
-// and every request in flight with it.
+// Finding 1: 80,000 levels of `[` where a value is copied or described in an error killed the
+// server and every request in flight with it.
 TEST_F(HttpHostileTest, DeeplyNestedJsonFailsAloneWhileAStreamRuns) {
   const std::string deep = std::string(80'000, '[') + std::string(80'000, ']');
   // A stream in flight, which must finish.
   auto running = std::async(std::launch::async, [] {
-    return Exchange(port(), Post("/v1/completions",
-                                 R"({"prompt": "Hello", "max_tokens": 24, "ignore_eos": true, "stream": true})",
-                                 Authorized()));
+    return Exchange(
+        port(), Post("/v1/completions",
+                     R"({"prompt": "Hello", "max_tokens": 24, "ignore_eos": true, "stream": true})",
+                     Authorized()));
   });
   const std::vector<std::pair<std::string, std::string>> bodies = {
       {"/v1/completions", R"({"prompt": [)" + deep + "]}"},
       {"/v1/completions", R"({"prompt": "x", "stop_token_ids": [)" + deep + "]}"},
-      {"/v1/chat/completions", R"({"messages": [{"role": "user", "content": "x", "name": )" + deep + "}]}"},
+      {"/v1/chat/completions",
+       R"({"messages": [{"role": "user", "content": "x", "name": )" + deep + "}]}"},
       {"/v1/completions", deep},
   };
   for (const auto& [path, body] : bodies) {
@@ -106,7 +111,8 @@ TEST_F(HttpHostileTest, DeeplyNestedJsonFailsAloneWhileAStreamRuns) {
 TEST_F(HttpHostileTest, NoKeyIsRefusedFromTheHeadBeforeAnyBodyIsRead) {
   const int fd = Connect(port(), 5);
   ASSERT_GE(fd, 0);
-  ASSERT_TRUE(SendAll(fd, "POST /v1/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"));
+  ASSERT_TRUE(SendAll(
+      fd, "POST /v1/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"));
   // No body byte sent yet: the answer comes from the head alone.
   ASSERT_TRUE(testing::Readable(fd, 5000));
   const RawResponse refused = ResponseReader(fd).Next();
@@ -134,7 +140,8 @@ TEST_F(HttpHostileTest, AChunkedBodyPastTheLimitIsRefusedAsItArrives) {
   EXPECT_EQ(refused.status, 413) << refused.head;
   EXPECT_NE(refused.body.find("--max-request-bytes"), std::string::npos) << refused.body;
   close(fd);
-  EXPECT_LT(testing::ResidentKiB(server_->pid()) - resident_before, 16 << 10) << "KiB kept after " << sent << " bytes";
+  EXPECT_LT(testing::ResidentKiB(server_->pid()) - resident_before, 16 << 10)
+      << "KiB kept after " << sent << " bytes";
   ExpectServing();
 }
 
@@ -149,15 +156,16 @@ TEST_F(HttpHostileTest, ContentLengthPastTheLimitIsRefusedFromTheHead) {
 }
 
 TEST_F(HttpHostileTest, CompressedBodiesAreRefusedNotInflated) {
-  const RawResponse refused =
-      Exchange(port(), Post("/v1/completions", std::string(1000, '\x1f'), Authorized() + "Content-Encoding: gzip\r\n"));
+  const RawResponse refused = Exchange(port(), Post("/v1/completions", std::string(1000, '\x1f'),
+                                                    Authorized() + "Content-Encoding: gzip\r\n"));
   EXPECT_EQ(refused.status, 415) << refused.head;
   EXPECT_NE(refused.body.find("Content-Encoding"), std::string::npos) << refused.body;
 }
 
 TEST_F(HttpHostileTest, HugeHeadsAreRefusedAt431) {
-  const RawResponse long_line = Exchange(
-      port(), "GET /health HTTP/1.1\r\nHost: x\r\nX-Long: " + std::string(1 << 20, 'a') + "\r\n\r\n");
+  const RawResponse long_line =
+      Exchange(port(), "GET /health HTTP/1.1\r\nHost: x\r\nX-Long: " + std::string(1 << 20, 'a') +
+                           "\r\n\r\n");
   EXPECT_EQ(long_line.status, 431) << long_line.head;
   std::string many = "GET /health HTTP/1.1\r\nHost: x\r\n";
   for (int i = 0; i < 13'000; ++i) many += "X-" + std::to_string(i) + ": 1\r\n";
@@ -185,9 +193,15 @@ TEST_F(HttpHostileTest, AmbiguousFramingIsRefusedAndTheConnectionClosed) {
   const std::string body = R"({"prompt": "Hi", "max_tokens": 2})";
   const std::string head = "POST /v1/completions HTTP/1.1\r\nHost: x\r\n" + Authorized();
   const std::vector<std::pair<std::string, int>> cases = {
-      {head + "Content-Length: " + std::to_string(body.size()) + "\r\nTransfer-Encoding: chunked\r\n\r\n" + body, 400},
-      {head + "Transfer-Encoding: chunked\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body, 400},
-      {head + "Content-Length: " + std::to_string(body.size()) + "\r\nContent-Length: 5\r\n\r\n" + body, 400},
+      {head + "Content-Length: " + std::to_string(body.size()) +
+           "\r\nTransfer-Encoding: chunked\r\n\r\n" + body,
+       400},
+      {head + "Transfer-Encoding: chunked\r\nContent-Length: " + std::to_string(body.size()) +
+           "\r\n\r\n" + body,
+       400},
+      {head + "Content-Length: " + std::to_string(body.size()) + "\r\nContent-Length: 5\r\n\r\n" +
+           body,
+       400},
       {head + "Content-Length: -5\r\n\r\n" + body, 400},
       {head + "Transfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n", 501},
       {head + "Transfer-Encoding: gzip\r\n\r\n" + body, 501},
@@ -211,10 +225,11 @@ TEST_F(HttpHostileTest, AmbiguousFramingIsRefusedAndTheConnectionClosed) {
 TEST_F(HttpHostileTest, PipelinedRequestsAreAnsweredInOrder) {
   const int fd = Connect(port());
   ASSERT_GE(fd, 0);
-  const std::string three = "GET /health HTTP/1.1\r\nHost: x\r\n\r\n" +
-                            Post("/v1/completions", R"({"prompt": "Hi", "max_tokens": 3, "stream": true})",
-                                 Authorized()) +
-                            "GET /v1/models HTTP/1.1\r\nHost: x\r\n" + Authorized() + "Connection: close\r\n\r\n";
+  const std::string three =
+      "GET /health HTTP/1.1\r\nHost: x\r\n\r\n" +
+      Post("/v1/completions", R"({"prompt": "Hi", "max_tokens": 3, "stream": true})",
+           Authorized()) +
+      "GET /v1/models HTTP/1.1\r\nHost: x\r\n" + Authorized() + "Connection: close\r\n\r\n";
   ASSERT_TRUE(SendAll(fd, three));
   ResponseReader reader(fd);
   const RawResponse health = reader.Next();
@@ -247,11 +262,13 @@ TEST_F(HttpHostileTest, AThousandSlowClientsHoldNoThreadAndDoNotBlockOthers) {
   const RawResponse health = Exchange(port(), "GET /health HTTP/1.1\r\nHost: x\r\n\r\n");
   EXPECT_EQ(health.status, 200) << health.head;
   ExpectServing();
-  const RawResponse metrics = Exchange(server_->metrics_port(), "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
+  const RawResponse metrics =
+      Exchange(server_->metrics_port(), "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
   EXPECT_EQ(metrics.status, 200) << metrics.head;
   EXPECT_LT(testing::Threads(server_->pid()), threads_before + 8) << "threads per slow connection";
   // All of that while the slow clients were still connected ...
-  EXPECT_FALSE(testing::Readable(slow.front(), 0)) << "the first slow client was cut off before the checks ended";
+  EXPECT_FALSE(testing::Readable(slow.front(), 0))
+      << "the first slow client was cut off before the checks ended";
   // ... until --http-timeout-s (5 s) cuts each off: a request must arrive whole within it.
   for (int fd : slow) EXPECT_TRUE(ServerCloses(fd));
   EXPECT_TRUE(ServerCloses(metrics_slow));
@@ -263,14 +280,17 @@ TEST_F(HttpHostileTest, AThousandSlowClientsHoldNoThreadAndDoNotBlockOthers) {
 TEST_F(HttpHostileTest, TheMetricsPortRefusesBodiesAndOtherPathsFromTheHead) {
   const int fd = Connect(server_->metrics_port(), 5);
   ASSERT_GE(fd, 0);
-  ASSERT_TRUE(SendAll(fd, "POST /metrics HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"));
+  ASSERT_TRUE(
+      SendAll(fd, "POST /metrics HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"));
   ASSERT_TRUE(testing::Readable(fd, 5000));
   EXPECT_EQ(ResponseReader(fd).Next().status, 404);
   close(fd);
   const RawResponse with_body =
-      Exchange(server_->metrics_port(), "GET /metrics HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\n0123456789");
+      Exchange(server_->metrics_port(),
+               "GET /metrics HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\n0123456789");
   EXPECT_EQ(with_body.status, 413) << with_body.head;
-  const RawResponse scrape = Exchange(server_->metrics_port(), "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
+  const RawResponse scrape =
+      Exchange(server_->metrics_port(), "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
   EXPECT_EQ(scrape.status, 200);
   EXPECT_NE(scrape.body.find("tpserve_"), std::string::npos);
 }

@@ -50,7 +50,8 @@ inline bool Readable(int fd, int timeout_ms) {
   return poll(&p, 1, timeout_ms) == 1;
 }
 
-// Whether the server closes `fd` (reads until EOF, discarding any response) within the receive timeout.
+// Whether the server closes `fd` (reads until EOF, discarding any response) within the receive
+// timeout.
 inline bool ServerCloses(int fd) {
   char buffer[4096];
   for (;;) {
@@ -61,9 +62,9 @@ inline bool ServerCloses(int fd) {
 }
 
 struct RawResponse {
-  int status = 0;       // 0: no complete response arrived
-  std::string head;     // status line and headers
-  std::string body;     // de-chunked
+  int status = 0;    // 0: no complete response arrived
+  std::string head;  // status line and headers
+  std::string body;  // de-chunked
   std::string Header(std::string_view name) const {
     std::string lower_head = head;
     std::transform(lower_head.begin(), lower_head.end(), lower_head.begin(), ::tolower);
