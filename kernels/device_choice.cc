@@ -27,7 +27,8 @@ Result<DeviceChoice> ChooseDevice(DeviceKind requested, const Result<CudaProbe>&
     unavailable = probe->module_path + " found " + std::to_string(probe->device_count) +
                   " GPU(s) but has no CUDA decoder yet";
   } else {
-    return DeviceChoice{DeviceKind::kCuda, ""};
+    return DeviceChoice{DeviceKind::kCuda, "using the CUDA backend (" + std::to_string(probe->device_count) +
+                                               " GPU(s), " + probe->module_path + ")"};
   }
   if (requested == DeviceKind::kAuto) {
     return DeviceChoice{DeviceKind::kCpu, "CUDA backend unavailable (" + unavailable + "); using the CPU backend"};

@@ -19,7 +19,7 @@ std::optional<DeviceKind> ParseDeviceKind(std::string_view name);
 
 struct DeviceChoice {
   DeviceKind kind = DeviceKind::kCpu;  // never kAuto
-  std::string note;                    // why auto fell back to the CPU (empty otherwise)
+  std::string note;  // why auto fell back to the CPU, or which module runs CUDA (empty for --device cpu)
 };
 
 // `probe`: what ProbeCudaBackend found (passed in, so the policy is testable without a GPU).

@@ -22,7 +22,9 @@ TEST(DeviceChoice, AutoFallsBackToTheCpuSayingWhy) {
   auto gpu = ChooseDevice(DeviceKind::kAuto, kGpuWithDecoder);
   ASSERT_TRUE(gpu.ok());
   EXPECT_EQ(gpu->kind, DeviceKind::kCuda);
-  EXPECT_TRUE(gpu->note.empty());
+  // The log says which module runs it, so a bundle run by hand shows what it loaded.
+  EXPECT_NE(gpu->note.find("using the CUDA backend (1 GPU(s), "), std::string::npos) << gpu->note;
+  EXPECT_NE(gpu->note.find(kGpuWithDecoder->module_path), std::string::npos) << gpu->note;
 }
 
 TEST(DeviceChoice, CudaIsAnErrorWhenItCannotRunAndCpuNeverLooks) {

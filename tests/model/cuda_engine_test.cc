@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 
 #include "kernels/cuda_module.h"
 #include "model/model_directory.h"
@@ -22,10 +23,25 @@ namespace {
 
 constexpr double kLogitTolerance = 0.02;
 
-#define SKIP_WITHOUT_GPU()                                                                  \
-  do {                                                                                      \
-    auto probe = ProbeCudaBackend();                                                        \
-    if (!probe.ok()) GTEST_SKIP() << "no usable GPU: " << probe.status().message();         \
+// Whether the NVIDIA driver shows a GPU, whether or not the CUDA module can be loaded.
+bool NvidiaGpuPresent() {
+  std::error_code error;
+  if (std::filesystem::exists("/dev/nvidia0", error)) return true;
+  for ([[maybe_unused]] const auto& gpu : std::filesystem::directory_iterator("/proc/driver/nvidia/gpus", error)) {
+    return true;
+  }
+  return false;
+}
+
+// Skipped where no GPU is; failed where one is but the module does not load (a broken bundle: a
+// missing libnccl or libcublasLt must not pass as "no GPU").
+#define SKIP_WITHOUT_GPU()                                                                          \
+  do {                                                                                              \
+    auto probe = ProbeCudaBackend();                                                                \
+    if (!probe.ok()) {                                                                              \
+      if (NvidiaGpuPresent()) FAIL() << "a GPU is here but the CUDA backend is not usable: " << probe.status().message(); \
+      GTEST_SKIP() << "no usable GPU: " << probe.status().message();                                \
+    }                                                                                               \
   } while (0)
 
 // The `small` preset as dummy weights (make-model's weights for seed 7, without writing them).
@@ -154,8 +170,10 @@ TEST(CudaEngine, TensorParallelRanksSharingOneGpuMatchTp1) {
     ASSERT_NE(engine, nullptr);
     const auto got = testing::RunForced(*engine, Prompts()[0], forced);
     for (size_t step = 0; step < got.size(); ++step) {
-      // Partial sums in another order, each rank's GEMM over a slice: f32 rounding only.
-      EXPECT_LE(RelativeDifference(got[step], want[step]), 1e-4) << "TP=" << tp << " step " << step;
+      // Partial sums in another order, each rank's GEMM over a slice, and every GEMM input rounded
+      // to bf16 (8 significant bits): a few of those roundings flip between TP degrees, and one flip
+      // in the last hidden row moves the tiny model's logits by ~1.4-2.8e-4 of max |logit|.
+      EXPECT_LE(RelativeDifference(got[step], want[step]), 1e-3) << "TP=" << tp << " step " << step;
     }
     // The trace has every rank and its collectives.
     auto result = engine->Step(StepPlan{.step_id = 99,
