@@ -2,6 +2,11 @@
 
 #include <gtest/gtest.h>
 
+#include <string>
+#include <vector>
+
+#include "kernels/cuda_module.h"
+
 namespace tpserve {
 namespace {
 
@@ -43,6 +48,17 @@ TEST(DeviceChoice, NamesRoundTrip) {
     EXPECT_EQ(ParseDeviceKind(DeviceKindName(kind)), kind);
   }
   EXPECT_FALSE(ParseDeviceKind("gpu").has_value());
+}
+
+TEST(CudaModule, TheEnvironmentWinsThenBesideTheBinaryThenWhereItWasBuilt) {
+  EXPECT_EQ(CudaModuleCandidates("/opt/x.so", "/b/server/tpserve", "/build/lib/libtpserve_cuda.so"),
+            std::vector<std::string>{"/opt/x.so"});
+  EXPECT_EQ(CudaModuleCandidates("", "/bundle/tpserve", "/build/lib/libtpserve_cuda.so"),
+            (std::vector<std::string>{"/bundle/libtpserve_cuda.so", "/bundle/lib/libtpserve_cuda.so",
+                                      "/lib/libtpserve_cuda.so", "/build/lib/libtpserve_cuda.so"}));
+  const auto build_tree = CudaModuleCandidates("", "/w/build/server/tpserve", "");
+  ASSERT_EQ(build_tree.size(), 3u);
+  EXPECT_EQ(build_tree[2], "/w/build/lib/libtpserve_cuda.so");
 }
 
 }  // namespace
