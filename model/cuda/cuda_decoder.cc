@@ -412,8 +412,13 @@ bool CudaDecoder::ChooseGraph(const PackedStep& packed, const DeviceSamplingPlan
   const size_t reduce_bytes = static_cast<size_t>(batch) * config_.hidden_size * sizeof(float);
   const size_t gather_bytes = static_cast<size_t>(batch) * shape_.vocab * sizeof(float);
   if (comm_ != nullptr && !comm_->CanCapture(reduce_bytes, gather_bytes)) {
-    graphs_off_ = comm_->name() + " cannot be captured in a CUDA graph";
-    Log("rank " + std::to_string(shape_.rank) + ": CUDA graphs off: " + graphs_off_);
+    if (!comm_->CanCapture(0, 0)) {  // none of its collectives: graphs off for the run
+      graphs_off_ = comm_->name() + " cannot be captured in a CUDA graph";
+      Log("rank " + std::to_string(shape_.rank) + ": CUDA graphs off: " + graphs_off_);
+    } else if (eager_batches_.insert(batch).second) {  // this bucket's messages are too large: it alone runs eagerly
+      Log("rank " + std::to_string(shape_.rank) + ": batch bucket " + std::to_string(batch) + " runs eagerly: " +
+          comm_->name() + " cannot capture " + std::to_string(gather_bytes) + "-byte gathers");
+    }
     return false;
   }
   *key = GraphKey{.batch = batch, .context = context, .copy_logits = copy_logits};

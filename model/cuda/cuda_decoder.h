@@ -7,6 +7,7 @@
 #include <chrono>
 #include <functional>
 #include <map>
+#include <set>
 #include <memory>
 #include <string>
 #include <vector>
@@ -114,6 +115,7 @@ class CudaDecoder final : public RankDecoder {
   std::unique_ptr<Activations>
       graph_act_;  // the graphs' buffers: the largest bucket's, never moved
   std::map<GraphKey, cudaGraphExec_t> graphs_;
+  std::set<int> eager_batches_;  // buckets whose collectives the communicator cannot capture (logged once each)
   std::string
       graphs_off_;  // why graphs stopped (a communicator that cannot be captured, a failed capture)
 };
