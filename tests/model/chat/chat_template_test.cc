@@ -337,6 +337,9 @@ TEST(LoadChatTemplateTest, StringListMissingAndMalformed) {
   EXPECT_THAT(LoadChatTemplate(dir.path()).status().message(), HasSubstr("field 'eos_token'"));
   testing::WriteFile(dir.file("tokenizer_config.json"), "{not json");
   EXPECT_THAT(LoadChatTemplate(dir.path()).status().message(),
+              HasSubstr("tokenizer_config.json: not valid JSON ("));
+  testing::WriteFile(dir.file("tokenizer_config.json"), "[]");
+  EXPECT_THAT(LoadChatTemplate(dir.path()).status().message(),
               HasSubstr("tokenizer_config.json: not a JSON object"));
   testing::WriteFile(dir.file("tokenizer_config.json"), R"({"chat_template": "{{ x|xmlattr }}"})");
   EXPECT_EQ(LoadChatTemplate(dir.path()).status().message(),

@@ -200,7 +200,10 @@ TEST(Tokenizer, BadInputGetsClearErrors) {
 }
 
 TEST(Tokenizer, MalformedTokenizerJson) {
-  EXPECT_THAT(Tokenizer::FromJson("{", "t.json").status().message(), HasSubstr("t.json: not a JSON object"));
+  EXPECT_THAT(Tokenizer::FromJson("{", "t.json").status().message(), HasSubstr("t.json: not valid JSON ("));
+  EXPECT_THAT(Tokenizer::FromJson("[1]", "t.json").status().message(), HasSubstr("t.json: not a JSON object"));
+  EXPECT_THAT(Tokenizer::FromJson(std::string(1000, '[') + std::string(1000, ']'), "t.json").status().message(),
+              HasSubstr("t.json: JSON nested deeper than 128 levels"));
   EXPECT_THAT(Tokenizer::FromJson(R"({"model": {"type": "Unigram"}})", "t.json").status().message(),
               HasSubstr("model type 'Unigram' is not supported"));
   EXPECT_THAT(Tokenizer::FromJson(R"({"model": {"type": "BPE", "vocab": {}}, "pre_tokenizer": {"type": "Whitespace"}})",
