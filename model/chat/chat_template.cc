@@ -2,8 +2,6 @@
 
 #include "common/bounded_json.h"
 
-#include <fstream>
-#include <sstream>
 
 #include "model/chat/interpreter.h"
 #include "model/chat/parser.h"
@@ -93,11 +91,7 @@ Result<std::optional<ChatTemplate>> LoadChatTemplate(const std::filesystem::path
   const std::string file = path.string();
   std::error_code error;
   if (!std::filesystem::exists(path, error)) return std::optional<ChatTemplate>();
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return NotFound(file + ": cannot open");
-  std::stringstream bytes;
-  bytes << in.rdbuf();
-  ASSIGN_OR_RETURN(nlohmann::json config, ParseJson(bytes.str(), file));
+  ASSIGN_OR_RETURN(nlohmann::json config, ReadJsonFile(file));
   if (!config.is_object())
     return InvalidArgument(file + ": not a JSON object");
   auto field = config.find("chat_template");
