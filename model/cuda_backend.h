@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "model/fault_injection.h"
 #include "model/model_config.h"
 #include "model/rank_decoder.h"
 #include "model/rank_weights.h"
@@ -20,7 +21,7 @@
 namespace tpserve {
 
 // Bumped whenever the structs below change: the engine refuses a module built from other headers.
-inline constexpr int kCudaModuleAbi = 3;
+inline constexpr int kCudaModuleAbi = 4;
 
 // ncclUniqueId's size (NCCL_UNIQUE_ID_BYTES), checked against nccl.h inside the module.
 inline constexpr size_t kNcclUniqueIdBytes = 128;
@@ -51,7 +52,13 @@ struct CudaGroupOptions {
   double gpu_memory_utilization = 0.9;  // otherwise: this share of each GPU's memory, weights included
   bool trace = true;            // CUDA events around every op (off: only the step's total)
   bool return_logits = true;    // false: skip the logits copy when every row is sampled on the GPU
-  int max_tokens_per_step = 8192;       // the GEMM algorithms are chosen for 1..this many tokens
+  // The engine's step limits (EngineOptions::max_step_tokens, max_step_sequences): every step
+  // buffer is allocated for them before the KV cache is sized, and never grows; a larger step fails.
+  int max_tokens_per_step = 8192;
+  int max_sequences_per_step = 256;
+  // The longest context a step may attend to (0: the model's max_position_embeddings).
+  int max_context = 0;
+  FaultInjection fault;  // fault injection for tests: fail and throw kinds only
   std::chrono::milliseconds collective_timeout{60000};  // a rank stalled longer fails the step
 };
 

@@ -43,6 +43,9 @@ class Decoder final : public RankDecoder {
 
   const RankShape& shape() const override { return weights_.shape; }
   void set_trace(bool on) override { options_.trace = on; }
+  void AbortCollectives() override {
+    if (comm_ != nullptr) comm_->Abort();
+  }
   const RankWeights& weights() const { return weights_; }
 
  private:

@@ -147,8 +147,9 @@ Status Engine::CreateCpuRanks(const ModelDirectory& model) {
 
 Status Engine::CreateCudaRanks(const ModelDirectory& model) {
   const EngineOptions& options = options_;
-  if (options.skip_mlp_allreduce_layer >= 0 || options.fault.kind != FaultKind::kNone) {
-    return Unimplemented("fault injection runs on the CPU backend only");
+  if (options.skip_mlp_allreduce_layer >= 0 || options.fault.kind == FaultKind::kStall ||
+      options.fault.kind == FaultKind::kCommError) {
+    return Unimplemented("--debug-fault stall and comm-error run on the CPU backend only (CUDA: fail, throw)");
   }
   ASSIGN_OR_RETURN(AllReduceMode mode, ParseAllReduceMode(options.allreduce));
   ASSIGN_OR_RETURN(AllReduceDecision allreduce, DecideAllReduce(mode, options.allreduce_table, options.tp));
@@ -192,6 +193,7 @@ Status Engine::CreateCudaRanks(const ModelDirectory& model) {
       .gpu_memory_utilization = options.gpu_memory_utilization,
       .trace = options.trace,
       .return_logits = options.return_logits,
+      .fault = options.fault,
       // 0 (never) as a year, which the module's waits can take as a plain timeout.
       .collective_timeout = options.collective_timeout_ms > 0
                                 ? std::chrono::milliseconds(options.collective_timeout_ms)
@@ -331,7 +333,7 @@ void Engine::RankLoop(int r) {
       status = Internal(std::string("rank ") + std::to_string(rank.global_rank) + " threw: " + e.what());
     }
     // Peers waiting for this rank in a collective fail now rather than at their timeout.
-    if (!status.ok() && rank.comm != nullptr) rank.comm->Abort();
+    if (!status.ok()) rank.decoder->AbortCollectives();
     {
       std::lock_guard<std::mutex> lock(mutex_);
       if (!status.ok() && step_failure_.ok()) step_failure_ = status;  // the first failure is the cause

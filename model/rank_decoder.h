@@ -31,6 +31,10 @@ class RankDecoder {
 
   // Per-op timing on or off (off: only the rank's total). Between steps only.
   virtual void set_trace(bool on) = 0;
+
+  // After a failed Forward, on this rank's engine thread: breaks this rank's collectives so that
+  // peers waiting in one fail now instead of at their timeout, and every later one fails.
+  virtual void AbortCollectives() = 0;
 };
 
 }  // namespace tpserve

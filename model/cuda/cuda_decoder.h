@@ -56,6 +56,11 @@ class CudaDecoder final : public RankDecoder {
   Status Forward(const StepPlan& plan, std::vector<float>* logits, RankTrace* trace) override;
   const RankShape& shape() const override { return shape_; }
   void set_trace(bool on) override;
+  // Aborts this rank's device communicator: the in-process peers see it at their next check (a
+  // shared flag), one-shot kernels at their next barrier spin, NCCL peers through ncclCommAbort.
+  void AbortCollectives() override {
+    if (comm_ != nullptr) comm_->Abort();
+  }
   std::span<const int32_t> device_tokens() const override { return device_tokens_; }
 
  private:
