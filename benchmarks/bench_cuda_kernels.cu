@@ -163,6 +163,7 @@ int main(int argc, char** argv) {
            a.positions = positions.as<int32_t>();
            a.out = attn.as<float>();
            a.scratch = scratch.as<float>();
+           a.scratch_floats = tpserve::cuda::PagedAttentionScratchFloats(max_tokens, heads, head_dim, context);
            a.tokens = tokens;
            a.heads = heads;
            a.kv_heads = kv_heads;

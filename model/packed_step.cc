@@ -79,4 +79,23 @@ DeviceSamplingPlan PlanDeviceSampling(const StepPlan& plan, std::span<const int>
   return out;
 }
 
+int MoveManyBansToHost(int max_bans_per_row, DeviceSamplingPlan* plan) {
+  const std::vector<int32_t> offsets = std::move(plan->banned_offsets);
+  const std::vector<int32_t> ids = std::move(plan->banned_ids);
+  plan->banned_offsets = {0};
+  plan->banned_ids.clear();
+  int moved = 0;
+  for (size_t row = 0; row + 1 < offsets.size(); ++row) {
+    const int32_t begin = offsets[row], end = offsets[row + 1];
+    if (end - begin > max_bans_per_row) {
+      plan->on_device[row] = 0;
+      ++moved;
+    } else {
+      plan->banned_ids.insert(plan->banned_ids.end(), ids.begin() + begin, ids.begin() + end);
+    }
+    plan->banned_offsets.push_back(static_cast<int32_t>(plan->banned_ids.size()));
+  }
+  return moved;
+}
+
 }  // namespace tpserve

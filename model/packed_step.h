@@ -49,4 +49,9 @@ struct DeviceSamplingPlan {
 
 DeviceSamplingPlan PlanDeviceSampling(const StepPlan& plan, std::span<const int> eos_ids, int vocab_size);
 
+// Moves every row with more than `max_bans_per_row` bans to the host sampler (which applies the
+// bans itself) and drops its bans here, so that the device's ban arrays fit a size fixed in
+// advance: rows × max_bans_per_row. Returns how many rows moved.
+int MoveManyBansToHost(int max_bans_per_row, DeviceSamplingPlan* plan);
+
 }  // namespace tpserve

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <barrier>
 #include <cstdlib>
+#include <string>
 #include <thread>
 
 #include "benchmarks/comm_bench_values.h"
@@ -39,6 +40,22 @@ class Sweep {
       ranks_[r].rank = r;
       ranks_[r].device = devices[r];
     }
+  }
+
+  // Streams, events and every buffer for the largest count, before the first call: growing a
+  // buffer later would cudaFree while a peer's one-shot kernel waits for this rank.
+  Status Prepare(size_t largest_count) {
+    for (RankState& s : ranks_) {
+      RETURN_IF_ERROR(CudaStatus(cudaSetDevice(s.device), "cudaSetDevice"));
+      RETURN_IF_ERROR(CudaStatus(cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking), "stream"));
+      RETURN_IF_ERROR(CudaStatus(cudaEventCreate(&s.start), "event"));
+      RETURN_IF_ERROR(CudaStatus(cudaEventCreate(&s.stop), "event"));
+      const std::string rank = "rank " + std::to_string(s.rank) + " ";
+      RETURN_IF_ERROR(s.send.Reserve(std::max<size_t>(1, largest_count) * sizeof(float), rank + "send buffer"));
+      RETURN_IF_ERROR(
+          s.recv.Reserve(std::max<size_t>(1, OutputCount(largest_count)) * sizeof(float), rank + "recv buffer"));
+    }
+    return Status::Ok();
   }
 
   Result<DeviceCommBenchRow> Measure(size_t count) {
@@ -108,13 +125,6 @@ class Sweep {
 
   Status RunRank(RankState& s, size_t count, bool in_place, double* seconds, size_t* wrong) {
     RETURN_IF_ERROR(CudaStatus(cudaSetDevice(s.device), "cudaSetDevice"));
-    if (s.stream == nullptr) {
-      RETURN_IF_ERROR(CudaStatus(cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking), "stream"));
-      RETURN_IF_ERROR(CudaStatus(cudaEventCreate(&s.start), "event"));
-      RETURN_IF_ERROR(CudaStatus(cudaEventCreate(&s.stop), "event"));
-    }
-    RETURN_IF_ERROR(s.send.Reserve(std::max<size_t>(1, count) * sizeof(float), "send buffer"));
-    RETURN_IF_ERROR(s.recv.Reserve(std::max<size_t>(1, OutputCount(count)) * sizeof(float), "recv buffer"));
     RETURN_IF_ERROR(Fill(s, count, in_place));
     for (int i = 0; i < request_.warmup; ++i) RETURN_IF_ERROR(Call(s, count, in_place));
     RETURN_IF_ERROR(CudaStatus(cudaStreamSynchronize(s.stream), "warm-up"));
@@ -132,7 +142,9 @@ class Sweep {
       RETURN_IF_ERROR(CudaStatus(cudaStreamSynchronize(s.stream), "check"));
       *wrong = CountWrong(s, count);
     }
-    return Status::Ok();
+    // A timed-out or aborted group returns from its calls early, with stale sums: its times are
+    // not measurements.
+    return comms_[s.rank]->AsyncError();
   }
 
   const DeviceCommBenchRequest& request_;
@@ -154,6 +166,7 @@ Result<DeviceCommBenchReply> RunDeviceCommBench(const DeviceCommBenchRequest& re
     return InvalidArgument("--backend '" + request.backend + "': the device backends are nccl, rank-order and oneshot");
   }
   if (oneshot && request.all_gather) return InvalidArgument("--backend oneshot runs all_reduce only");
+  if (request.counts.empty()) return InvalidArgument("bench-comm: no message sizes to measure");
   int visible = 0;
   RETURN_IF_ERROR(CudaStatus(cudaGetDeviceCount(&visible), "cudaGetDeviceCount"));
   // One-shot runs across GPUs where there are enough, else on one shared GPU (the test placement).
@@ -180,6 +193,7 @@ Result<DeviceCommBenchReply> RunDeviceCommBench(const DeviceCommBenchRequest& re
   cudaDeviceProp prop{};
   if (cudaGetDeviceProperties(&prop, devices[0]) == cudaSuccess) reply.device = prop.name;
   Sweep sweep(request, std::move(comms), devices);
+  RETURN_IF_ERROR(sweep.Prepare(*std::max_element(request.counts.begin(), request.counts.end())));
   for (size_t count : request.counts) {
     ASSIGN_OR_RETURN(DeviceCommBenchRow row, sweep.Measure(count));
     reply.rows.push_back(row);

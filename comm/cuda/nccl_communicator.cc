@@ -3,7 +3,9 @@
 
 #include "comm/cuda/nccl_communicator.h"
 
+#include <atomic>
 #include <cstring>
+#include <memory>
 
 #include "model/cuda_backend.h"
 
@@ -19,10 +21,17 @@ Status NcclStatus(ncclResult_t result, const std::string& what) {
 
 ncclDataType_t NcclType(DeviceDtype dtype) { return dtype == DeviceDtype::kF32 ? ncclFloat32 : ncclBfloat16; }
 
+// Shared by the ranks of one process: a rank that aborts its communicator tells its in-process
+// peers, which abort theirs at their next AsyncError (on their own threads). Peers in other
+// processes see NCCL's error or their collective timeout.
+struct LocalGroup {
+  std::atomic<int> aborted_by{-1};
+};
+
 class NcclCommunicator final : public DeviceCommunicator {
  public:
-  NcclCommunicator(ncclComm_t comm, int rank, int world_size)
-      : comm_(comm), rank_(rank), world_size_(world_size) {}
+  NcclCommunicator(ncclComm_t comm, int rank, int world_size, std::shared_ptr<LocalGroup> local)
+      : comm_(comm), rank_(rank), world_size_(world_size), local_(std::move(local)) {}
   ~NcclCommunicator() override {
     if (!aborted_) ncclCommDestroy(comm_);
   }
@@ -42,6 +51,10 @@ class NcclCommunicator final : public DeviceCommunicator {
   }
   Status AsyncError() override {
     if (aborted_) return Status(StatusCode::kUnavailable, "rank " + std::to_string(rank_) + ": NCCL communicator aborted");
+    if (const int by = local_->aborted_by.load(); by >= 0) {
+      return Status(StatusCode::kUnavailable,
+                    "rank " + std::to_string(rank_) + ": rank " + std::to_string(by) + " aborted the NCCL group");
+    }
     ncclResult_t async = ncclSuccess;
     RETURN_IF_ERROR(NcclStatus(ncclCommGetAsyncError(comm_, &async), "ncclCommGetAsyncError"));
     return NcclStatus(async, "rank " + std::to_string(rank_) + " NCCL asynchronous error");
@@ -49,12 +62,15 @@ class NcclCommunicator final : public DeviceCommunicator {
   void Abort() override {
     if (aborted_) return;
     aborted_ = true;
+    int none = -1;
+    local_->aborted_by.compare_exchange_strong(none, rank_);
     ncclCommAbort(comm_);
   }
 
  private:
   ncclComm_t comm_;
   int rank_, world_size_;
+  std::shared_ptr<LocalGroup> local_;
   bool aborted_ = false;
 };
 
@@ -72,8 +88,10 @@ Result<std::vector<std::unique_ptr<DeviceCommunicator>>> CreateNcclGroup(const s
   RETURN_IF_ERROR(NcclStatus(ncclCommInitAll(comms.data(), static_cast<int>(devices.size()), devices.data()),
                              "ncclCommInitAll over " + std::to_string(devices.size()) + " GPUs"));
   std::vector<std::unique_ptr<DeviceCommunicator>> group;
+  auto local = std::make_shared<LocalGroup>();
   for (size_t r = 0; r < comms.size(); ++r) {
-    group.push_back(std::make_unique<NcclCommunicator>(comms[r], static_cast<int>(r), static_cast<int>(comms.size())));
+    group.push_back(
+        std::make_unique<NcclCommunicator>(comms[r], static_cast<int>(r), static_cast<int>(comms.size()), local));
   }
   return group;
 }
@@ -106,8 +124,9 @@ Result<std::vector<std::unique_ptr<DeviceCommunicator>>> JoinNcclGroup(const std
                                                  std::to_string(first_rank + devices.size() - 1) + " of " +
                                                  std::to_string(world)));
   std::vector<std::unique_ptr<DeviceCommunicator>> group;
+  auto local = std::make_shared<LocalGroup>();
   for (size_t i = 0; i < comms.size(); ++i) {
-    group.push_back(std::make_unique<NcclCommunicator>(comms[i], first_rank + static_cast<int>(i), world));
+    group.push_back(std::make_unique<NcclCommunicator>(comms[i], first_rank + static_cast<int>(i), world, local));
   }
   return group;
 }

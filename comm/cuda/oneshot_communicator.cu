@@ -187,6 +187,7 @@ class OneShotCommunicator final : public DeviceCommunicator {
   std::string name() const override { return "oneshot (over " + fallback_->name() + ")"; }
 
   Status AllReduceSum(void* data, size_t count, DeviceDtype dtype, void* stream) override {
+    RETURN_IF_ERROR(Healthy());
     if (count * DeviceDtypeBytes(dtype) > group_->capacity)
       return fallback_->AllReduceSum(data, count, dtype, stream);
     if (count == 0) return Status::Ok();
@@ -205,6 +206,7 @@ class OneShotCommunicator final : public DeviceCommunicator {
 
   Status AllGather(const void* input, void* output, size_t count, DeviceDtype dtype,
                    void* stream) override {
+    RETURN_IF_ERROR(Healthy());
     if (count * DeviceDtypeBytes(dtype) > group_->capacity) {
       return fallback_->AllGather(input, output, count, dtype, stream);
     }
@@ -232,6 +234,7 @@ class OneShotCommunicator final : public DeviceCommunicator {
 
   Status AllReduceAddRmsNorm(const float* partial, float* residual, const float* weight, float* y,
                              int rows, int n, float eps, void* stream) override {
+    RETURN_IF_ERROR(Healthy());
     if (!FusesAddRmsNorm(static_cast<size_t>(rows) * n)) {
       return InvalidArgument("one-shot AllReduce + RMSNorm of " + std::to_string(rows) +
                              " rows of " + std::to_string(n) + " floats exceeds its " +
@@ -245,17 +248,7 @@ class OneShotCommunicator final : public DeviceCommunicator {
   }
 
   Status AsyncError() override {
-    const uint32_t code =
-        ::cuda::atomic_ref<uint32_t, ::cuda::thread_scope_system>(*group_->error).load();
-    if (code == kAbortedCode)
-      return Status(StatusCode::kUnavailable, "one-shot communicator aborted");
-    if (code != 0) {
-      return Status(StatusCode::kDeadlineExceeded,
-                    "one-shot AllReduce: rank " + std::to_string((code >> 16) - 1) +
-                        " waited more than " + std::to_string(group_->timeout.count()) +
-                        " ms for rank " + std::to_string((code & 0xffff) - 1) +
-                        " (a stalled peer); the group is broken");
-    }
+    RETURN_IF_ERROR(Healthy());
     return fallback_->AsyncError();
   }
 
@@ -267,6 +260,25 @@ class OneShotCommunicator final : public DeviceCommunicator {
   }
 
  private:
+  // Ok while no rank of the group has timed out or aborted. A broken group stays broken: after a
+  // timeout the ranks' epochs are out of step, and a later call could pass its barriers without
+  // its peers and sum stale data, so every later call fails here instead (the error word is host
+  // memory: a plain load).
+  Status Healthy() const {
+    const uint32_t code =
+        ::cuda::atomic_ref<uint32_t, ::cuda::thread_scope_system>(*group_->error).load();
+    if (code == kAbortedCode)
+      return Status(StatusCode::kUnavailable, "one-shot communicator aborted");
+    if (code != 0) {
+      return Status(StatusCode::kDeadlineExceeded,
+                    "one-shot AllReduce: rank " + std::to_string((code >> 16) - 1) +
+                        " waited more than " + std::to_string(group_->timeout.count()) +
+                        " ms for rank " + std::to_string((code & 0xffff) - 1) +
+                        " (a stalled peer); the group is broken");
+    }
+    return Status::Ok();
+  }
+
   static unsigned BlocksFor(size_t count) {
     const size_t wanted =
         (count + kThreads * kElementsPerThread - 1) / (kThreads * kElementsPerThread);

@@ -1,5 +1,6 @@
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <string>
 
 #include "kernels/cuda/attention.h"
@@ -10,7 +11,7 @@ namespace {
 
 constexpr int kThreads = 128;  // the reduction trees depend on this alone
 
-__host__ __device__ int Partitions(int context) { return (context + kAttentionPartition - 1) / kAttentionPartition; }
+__device__ int Partitions(int context) { return (context + kAttentionPartition - 1) / kAttentionPartition; }
 
 // Block-wide reduction in a fixed order: each thread's strided values in order, then a tree.
 template <bool kMax>
@@ -107,22 +108,32 @@ __global__ void CombineKernel(PagedAttentionArgs a, int partitions) {
 
 }  // namespace
 
-size_t PagedAttentionScratchFloats(int tokens, int heads, int head_dim, int max_context) {
-  return static_cast<size_t>(tokens) * heads * Partitions(max_context) * (head_dim + 2);
-}
-
 Status PagedAttention(const PagedAttentionArgs& args, void* stream) {
   if (args.tokens == 0) return Status::Ok();
   if (args.kv_heads < 1 || args.heads % args.kv_heads != 0) {
     return InvalidArgument("PagedAttention: " + std::to_string(args.heads) + " heads do not group over " +
                            std::to_string(args.kv_heads) + " KV heads");
   }
-  const int partitions = Partitions(args.max_context);
+  const int chunk = PagedAttentionChunkTokens(args.scratch_floats, args.heads, args.head_dim, args.max_context);
+  if (chunk < 1) {
+    return InvalidArgument("PagedAttention: " + std::to_string(args.scratch_floats) +
+                           " floats of scratch hold no token at context " + std::to_string(args.max_context));
+  }
+  const int partitions = AttentionPartitions(args.max_context);
   const size_t shared = (args.head_dim + kAttentionPartition) * sizeof(float) + kAttentionPartition * sizeof(int) +
                         kThreads * sizeof(float);
   auto s = static_cast<cudaStream_t>(stream);
-  PartitionKernel<<<dim3(args.tokens, args.heads, partitions), kThreads, shared, s>>>(args, partitions);
-  CombineKernel<<<dim3(args.tokens, args.heads), kThreads, 0, s>>>(args, partitions);
+  const size_t q_width = static_cast<size_t>(args.heads) * args.head_dim;
+  for (int begin = 0; begin < args.tokens; begin += chunk) {
+    PagedAttentionArgs part = args;  // tokens [begin, begin + part.tokens)
+    part.tokens = std::min(chunk, args.tokens - begin);
+    part.q = args.q + static_cast<size_t>(begin) * args.q_stride;
+    part.out = args.out + static_cast<size_t>(begin) * q_width;
+    part.token_sequence = args.token_sequence + begin;
+    part.positions = args.positions + begin;
+    PartitionKernel<<<dim3(part.tokens, part.heads, partitions), kThreads, shared, s>>>(part, partitions);
+    CombineKernel<<<dim3(part.tokens, part.heads), kThreads, 0, s>>>(part, partitions);
+  }
   return LaunchStatus("PagedAttention");
 }
 

@@ -1,6 +1,7 @@
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <map>
 #include <string>
 #include <vector>
@@ -82,7 +83,7 @@ Bf16Linear::~Bf16Linear() = default;
 
 Result<std::unique_ptr<Bf16Linear>> Bf16Linear::Create(const BlasContext& blas, int out, int in, int max_tokens,
                                                       GemmSelection selection) {
-  const bool invariant = selection == GemmSelection::kBatchInvariant;
+  const bool invariant = selection != GemmSelection::kHeuristic;
   const std::string shape = "projection [" + std::to_string(out) + ", " + std::to_string(in) + "]";
   if (out < 1 || in < 1 || max_tokens < 1) return InvalidArgument(shape + ": empty shape");
   std::unique_ptr<Bf16Linear> linear(new Bf16Linear(blas, out, in, max_tokens));
@@ -105,33 +106,43 @@ Result<std::unique_ptr<Bf16Linear>> Bf16Linear::Create(const BlasContext& blas, 
     cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &no_reduction,
                                          sizeof(no_reduction));
   }
+  // The token count the heuristic is asked about; an invariant pick must also run at 1 and at
+  // max_tokens.
+  const int asked = selection == GemmSelection::kBatchInvariant ? std::min(kGemmDecodeTokens, max_tokens) : max_tokens;
+  ASSIGN_OR_RETURN(auto asked_layouts, impl.Layouts(in, out, asked));
   ASSIGN_OR_RETURN(auto large, impl.Layouts(in, out, max_tokens));
   ASSIGN_OR_RETURN(auto small, impl.Layouts(in, out, 1));
   std::vector<cublasLtMatmulHeuristicResult_t> picks(16);
   int returned = 0;
-  const cublasStatus_t heuristic =
-      cublasLtMatmulAlgoGetHeuristic(handle, impl.desc, impl.weight, large.first, large.second, large.second,
-                                     preference, static_cast<int>(picks.size()), picks.data(), &returned);
+  const cublasStatus_t heuristic = cublasLtMatmulAlgoGetHeuristic(
+      handle, impl.desc, impl.weight, asked_layouts.first, asked_layouts.second, asked_layouts.second, preference,
+      static_cast<int>(picks.size()), picks.data(), &returned);
   cublasLtMatmulPreferenceDestroy(preference);
   TPS_BLAS(heuristic, shape + ": no cuBLASLt algorithm");
+  auto runs_at = [&](const cublasLtMatmulAlgo_t& algo, const auto& layouts) {
+    cublasLtMatmulHeuristicResult_t check{};
+    return cublasLtMatmulAlgoCheck(handle, impl.desc, impl.weight, layouts.first, layouts.second, layouts.second,
+                                   &algo, &check) == CUBLAS_STATUS_SUCCESS &&
+           check.workspaceSize <= workspace;
+  };
   for (int i = 0; i < returned; ++i) {
     cublasLtMatmulAlgo_t algo = picks[i].algo;
     if (invariant) {
       if (AlgoConfig<uint32_t>(algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM) > 1) continue;
       if (AlgoConfig<uint32_t>(algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME) != CUBLASLT_REDUCTION_SCHEME_NONE) continue;
-      cublasLtMatmulHeuristicResult_t check{};
-      if (cublasLtMatmulAlgoCheck(handle, impl.desc, impl.weight, small.first, small.second, small.second, &algo,
-                                  &check) != CUBLAS_STATUS_SUCCESS ||
-          check.workspaceSize > workspace) {
-        continue;
-      }
+      if (!runs_at(algo, small) || !runs_at(algo, large)) continue;
     }
     impl.algo = algo;
     linear->algorithm_ = "algo " + std::to_string(AlgoConfig<int32_t>(algo, CUBLASLT_ALGO_CONFIG_ID)) + " tile " +
                          std::to_string(AlgoConfig<uint32_t>(algo, CUBLASLT_ALGO_CONFIG_TILE_ID)) + " stages " +
                          std::to_string(AlgoConfig<uint32_t>(algo, CUBLASLT_ALGO_CONFIG_STAGES_ID)) + " split-k " +
-                         std::to_string(AlgoConfig<uint32_t>(algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM));
+                         std::to_string(AlgoConfig<uint32_t>(algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM)) + " (chosen for " +
+                         std::to_string(asked) + " tokens)";
     return Result<std::unique_ptr<Bf16Linear>>(std::move(linear));
+  }
+  if (selection == GemmSelection::kBatchInvariant && asked != max_tokens) {
+    // No decode-sized pick runs at max_tokens too: the former rule, chosen for max_tokens.
+    return Create(blas, out, in, max_tokens, GemmSelection::kBatchInvariantMaxTokens);
   }
   return FailedPrecondition(shape + ": none of cuBLASLt's " + std::to_string(returned) +
                             " algorithms runs without split-K at both 1 and " + std::to_string(max_tokens) + " tokens");

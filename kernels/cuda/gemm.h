@@ -6,6 +6,13 @@
 // none). With the same algorithm and no split over `in`, each output element's dot product runs
 // the same tile loop whatever the number of tokens, so a token's result does not depend on its
 // batch (the gpu tests check it bitwise).
+//
+// Which algorithm: cuBLASLt's heuristic asked for kGemmDecodeTokens tokens (decode, where the
+// weight-streaming GEMMs dominate), its first pick without split-K that also runs at 1 and at
+// max_tokens. Asked for max_tokens instead, it picks large tiles (out / 256 thread blocks at 1-32
+// tokens: 16-48 blocks on 132 SMs, far from the GPU's bandwidth). The heuristic is a function of
+// the GPU model, the cuBLASLt version and the shape alone, so every rank and every restart on the
+// same hardware gets the same algorithm (and the same bits); the decoder logs each choice.
 #pragma once
 
 #include <cstddef>
@@ -36,10 +43,13 @@ class BlasContext {
   size_t workspace_bytes_ = 0;
 };
 
+inline constexpr int kGemmDecodeTokens = 32;
+
 // How Bf16Linear chooses its algorithm.
 enum class GemmSelection {
-  kBatchInvariant,  // the first heuristic pick for max_tokens without split-K that also runs at 1 token
-  kHeuristic,       // cuBLASLt's first pick for max_tokens, split-K allowed (bench-only comparison)
+  kBatchInvariant,           // the decoder's: chosen for kGemmDecodeTokens, as above
+  kBatchInvariantMaxTokens,  // the same, chosen for max_tokens (the former rule; bench comparison)
+  kHeuristic,                // cuBLASLt's first pick for max_tokens, split-K allowed (bench comparison)
 };
 
 class Bf16Linear {

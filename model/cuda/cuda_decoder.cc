@@ -49,6 +49,8 @@ struct CudaDecoder::Activations {
   PinnedBuffer host_logits;   // the logits rank 0 reads back
   DeviceBuffer tokens;        // [R] int32: rank 0's greedy picks
   PinnedBuffer host_tokens;
+  DeviceBuffer agree;         // [1] f32: AllRanksOk's sum
+  PinnedBuffer host_agree;
 };
 
 // Events recorded around each op on the rank's stream, turned into the RankTrace after the step.
@@ -176,19 +178,40 @@ Result<std::unique_ptr<CudaDecoder>> CudaDecoder::Create(const ModelConfig& conf
   ASSIGN_OR_RETURN(decoder->gate_up_, Bf16Linear::Create(*decoder->blas_, 2 * s.ffn, h, max));
   ASSIGN_OR_RETURN(decoder->down_, Bf16Linear::Create(*decoder->blas_, h, s.ffn, max));
   ASSIGN_OR_RETURN(decoder->lm_head_, Bf16Linear::Create(*decoder->blas_, s.vocab, h, max));
+  if (s.rank == 0) {  // every rank has the same shapes, so the same choices (gemm.h)
+    std::string line = "GEMM algorithms (one per weight, 1.." + std::to_string(max) + " tokens):";
+    for (const auto& [name, linear] : {std::pair{"qkv", decoder->qkv_.get()}, std::pair{"o", decoder->o_.get()},
+                                       std::pair{"gate_up", decoder->gate_up_.get()},
+                                       std::pair{"down", decoder->down_.get()},
+                                       std::pair{"lm_head", decoder->lm_head_.get()}}) {
+      line += std::string(" ") + name + " [" + std::to_string(linear->out()) + ", " + std::to_string(linear->in()) +
+              "] " + linear->algorithm() + ";";
+    }
+    decoder->Log(line);
+  }
+  if (options.max_tokens < 1 || options.max_sequences < 1 || options.max_context < 1) {
+    return InvalidArgument("the CUDA decoder's step limits must be positive: " + std::to_string(options.max_tokens) +
+                           " tokens, " + std::to_string(options.max_sequences) + " sequences, context " +
+                           std::to_string(options.max_context));
+  }
+  const int rows = std::min(options.max_sequences, max);
+  decoder->limits_ = StepDims{.tokens = max,
+                              .sequences = rows,
+                              .table_width = decoder->GraphWidth(options.max_context),
+                              .logit_rows = rows,
+                              .max_context = decoder->GraphWidth(options.max_context) * options.block_size};
+  ASSIGN_OR_RETURN(decoder->step_buffer_bytes_, decoder->ReserveActivations(*decoder->act_, decoder->limits_));
   if (options.cuda_graphs) {
-    const int max_context =
-        config.max_position_embeddings > 0
-            ? std::min(options.graph_max_context, config.max_position_embeddings)
-            : options.graph_max_context;
-    decoder->graph_batches_ = CudaGraphBatchSizes(std::min(options.graph_max_batch, max));
+    const int max_context = std::min(options.graph_max_context, options.max_context);
+    decoder->graph_batches_ = CudaGraphBatchSizes(std::min(options.graph_max_batch, rows));
     decoder->graph_contexts_ = CudaGraphContextSizes((max_context + options.block_size - 1) /
                                                      options.block_size * options.block_size);
+    // A bucket's padded table must fit the buffers too (the last context bucket is max_context
+    // rounded up to a block, which GraphWidth(options.max_context) already covers).
     if (decoder->graph_batches_.empty() || decoder->graph_contexts_.empty()) {
       return InvalidArgument(
           "--cuda-graph-max-batch and the model's context leave no graph to capture");
     }
-    RETURN_IF_ERROR(decoder->PrepareGraphBuffers());
   }
   return Result<std::unique_ptr<CudaDecoder>>(std::move(decoder));
 }
@@ -245,7 +268,18 @@ Status CudaDecoder::WaitForStream() {
   auto next_comm_check = start;
   for (int spins = 0;; ++spins) {
     const cudaError_t query = cudaEventQuery(finished_);
-    if (query == cudaSuccess) return Status::Ok();
+    if (query == cudaSuccess) {
+      // A group broken during the step (a one-shot timeout on any rank, an abort) may have let
+      // this rank's later collectives pass without their peers: its results are not to be used.
+      if (comm_ != nullptr) {
+        Status comm = comm_->AsyncError();
+        if (!comm.ok()) {
+          comm_->Abort();
+          return comm;
+        }
+      }
+      return Status::Ok();
+    }
     if (query != cudaErrorNotReady)
       return CudaStatus(query, "rank " + std::to_string(shape_.rank) + " step");
     const auto now = std::chrono::steady_clock::now();
@@ -274,48 +308,76 @@ Status CudaDecoder::WaitForStream() {
   }
 }
 
-Status CudaDecoder::ReserveActivations(Activations& a, const StepDims& d, bool copy_logits) {
+Result<size_t> CudaDecoder::ReserveActivations(Activations& a, const StepDims& d) {
   const RankShape& s = shape_;
   const int h = config_.hidden_size, q_width = s.heads * s.head_dim,
             kv_width = s.kv_heads * s.head_dim;
-  const int T = d.tokens, R = std::max(d.logit_rows, 1);
-  const size_t f32 = sizeof(float), bf16 = sizeof(uint16_t);
-  RETURN_IF_ERROR(a.x.Reserve(f32 * T * h, "activations"));
-  RETURN_IF_ERROR(a.normed.Reserve(f32 * T * h, "activations"));
-  RETURN_IF_ERROR(a.normed_bf16.Reserve(bf16 * T * h, "activations"));
-  RETURN_IF_ERROR(a.qkv.Reserve(f32 * T * (q_width + 2 * kv_width), "activations"));
-  RETURN_IF_ERROR(a.attn.Reserve(f32 * T * q_width, "activations"));
-  RETURN_IF_ERROR(a.attn_bf16.Reserve(bf16 * T * q_width, "activations"));
-  RETURN_IF_ERROR(a.proj.Reserve(f32 * T * h, "activations"));
-  RETURN_IF_ERROR(a.gate_up.Reserve(f32 * T * 2 * s.ffn, "activations"));
-  RETURN_IF_ERROR(a.act_bf16.Reserve(bf16 * T * s.ffn, "activations"));
-  RETURN_IF_ERROR(a.attn_scratch.Reserve(
-      f32 * PagedAttentionScratchFloats(T, s.heads, s.head_dim, d.max_context),
-      "attention scratch"));
-  RETURN_IF_ERROR(a.last.Reserve(f32 * R * h, "activations"));
-  RETURN_IF_ERROR(a.last_bf16.Reserve(bf16 * R * h, "activations"));
-  RETURN_IF_ERROR(a.local_logits.Reserve(f32 * R * s.vocab, "logits"));
-  RETURN_IF_ERROR(a.gathered.Reserve(f32 * s.tp * R * s.vocab, "logits"));
-  if (s.rank == 0) {
-    RETURN_IF_ERROR(a.tokens.Reserve(sizeof(int32_t) * R, "sampled tokens"));
-    RETURN_IF_ERROR(a.host_tokens.Reserve(sizeof(int32_t) * R, "sampled tokens"));
+  const size_t T = d.tokens, R = std::max(d.logit_rows, 1), S = d.sequences, W = d.table_width;
+  const size_t f32 = sizeof(float), bf16 = sizeof(uint16_t), i32 = sizeof(int32_t);
+  const std::string rank = "rank " + std::to_string(s.rank) + " ";
+  size_t bytes = 0;
+  auto device = [&](DeviceBuffer& buffer, size_t size, const char* what) -> Status {
+    bytes += size;
+    return buffer.Reserve(size, rank + what);
+  };
+  RETURN_IF_ERROR(device(a.x, f32 * T * h, "activations"));
+  RETURN_IF_ERROR(device(a.normed, f32 * T * h, "activations"));
+  RETURN_IF_ERROR(device(a.normed_bf16, bf16 * T * h, "activations"));
+  RETURN_IF_ERROR(device(a.qkv, f32 * T * (q_width + 2 * kv_width), "activations"));
+  RETURN_IF_ERROR(device(a.attn, f32 * T * q_width, "activations"));
+  RETURN_IF_ERROR(device(a.attn_bf16, bf16 * T * q_width, "activations"));
+  RETURN_IF_ERROR(device(a.proj, f32 * T * h, "activations"));
+  RETURN_IF_ERROR(device(a.gate_up, f32 * T * 2 * s.ffn, "activations"));
+  RETURN_IF_ERROR(device(a.act_bf16, bf16 * T * s.ffn, "activations"));
+  RETURN_IF_ERROR(device(a.attn_scratch,
+                         f32 * PagedAttentionBoundedScratchFloats(s.heads, s.head_dim, d.max_context),
+                         "attention scratch"));
+  RETURN_IF_ERROR(device(a.last, f32 * R * h, "activations"));
+  RETURN_IF_ERROR(device(a.last_bf16, bf16 * R * h, "activations"));
+  RETURN_IF_ERROR(device(a.local_logits, f32 * R * s.vocab, "logits"));
+  RETURN_IF_ERROR(device(a.gathered, f32 * s.tp * R * s.vocab, "logits"));
+  RETURN_IF_ERROR(device(a.tokens, i32 * R, "sampled tokens"));
+  RETURN_IF_ERROR(device(a.agree, f32, "rank agreement"));
+  // PackedStep::Concatenated(), then rank 0's sampling bans (offsets and ids).
+  step_ints_capacity_ = T * 4 + (S + 1) + S + S * W + R + (R + 1) + R * kDeviceBansPerRow;
+  RETURN_IF_ERROR(device(a.step_ints, i32 * step_ints_capacity_, "step arrays"));
+  RETURN_IF_ERROR(a.staged_ints.Reserve(i32 * step_ints_capacity_, rank + "step arrays"));
+  RETURN_IF_ERROR(a.host_tokens.Reserve(i32 * R, rank + "sampled tokens"));
+  RETURN_IF_ERROR(a.host_agree.Reserve(f32, rank + "rank agreement"));
+  if (s.rank == 0) RETURN_IF_ERROR(a.host_logits.Reserve(f32 * s.tp * R * s.vocab, rank + "logits"));
+  return bytes;
+}
+
+Status CudaDecoder::CheckLimits(const StepDims& d, size_t ints) const {
+  const struct {
+    const char* what;
+    size_t value, limit;
+  } checks[] = {{"tokens", static_cast<size_t>(d.tokens), static_cast<size_t>(limits_.tokens)},
+                {"sequences", static_cast<size_t>(d.sequences), static_cast<size_t>(limits_.sequences)},
+                {"logit rows", static_cast<size_t>(d.logit_rows), static_cast<size_t>(limits_.logit_rows)},
+                {"context positions", static_cast<size_t>(d.max_context), static_cast<size_t>(limits_.max_context)},
+                {"KV blocks in a block table", static_cast<size_t>(d.table_width),
+                 static_cast<size_t>(limits_.table_width)},
+                {"step array entries", ints, step_ints_capacity_}};
+  for (const auto& check : checks) {
+    if (check.value > check.limit) {
+      return InvalidArgument("a step of " + std::to_string(check.value) + " " + check.what +
+                             "; the CUDA backend was set up for at most " + std::to_string(check.limit) +
+                             " (the engine's step limits)");
+    }
   }
-  if (copy_logits) RETURN_IF_ERROR(a.host_logits.Reserve(f32 * s.tp * R * s.vocab, "logits"));
   return Status::Ok();
 }
 
 Status CudaDecoder::Forward(const StepPlan& plan, std::vector<float>* logits, RankTrace* trace) {
+  const int64_t forward = forwards_++;
+  RETURN_IF_ERROR(InjectFault(options_.fault, forward, shape_.rank, nullptr));
   RETURN_IF_ERROR(CudaStatus(cudaSetDevice(options_.device), "cudaSetDevice"));
   if (kv_blocks_ == 0)
     return FailedPrecondition("rank " + std::to_string(shape_.rank) + ": no KV cache allocated");
   ASSIGN_OR_RETURN(PackedStep packed, PackStep(plan, options_.block_size));
   const int T = packed.num_tokens;
   const int R = static_cast<int>(packed.logit_tokens.size());  // the step's own logit rows
-  if (T > options_.max_tokens) {
-    return InvalidArgument("step " + std::to_string(plan.step_id) + " has " + std::to_string(T) +
-                           " tokens; the CUDA backend takes at most " +
-                           std::to_string(options_.max_tokens));
-  }
   for (int32_t block : packed.block_tables) {
     if (block >= kv_blocks_)
       return InvalidArgument("KV block " + std::to_string(block) + " is out of range");
@@ -323,7 +385,10 @@ Status CudaDecoder::Forward(const StepPlan& plan, std::vector<float>* logits, Ra
   const RankShape& s = shape_;
   const bool rank0 = s.rank == 0;
   DeviceSamplingPlan sampling;
-  if (rank0) sampling = PlanDeviceSampling(plan, config_.eos_token_ids, config_.vocab_size);
+  if (rank0) {
+    sampling = PlanDeviceSampling(plan, config_.eos_token_ids, config_.vocab_size);
+    MoveManyBansToHost(kDeviceBansPerRow, &sampling);
+  }
   const bool copy_logits = rank0 && (options_.return_logits || !sampling.all_on_device());
   device_tokens_.clear();
   for (int32_t on : sampling.on_device)
@@ -331,7 +396,7 @@ Status CudaDecoder::Forward(const StepPlan& plan, std::vector<float>* logits, Ra
 
   // A pure decode step that fits a graph is padded to its bucket; the rest run eagerly.
   GraphKey key;
-  const bool graph = ChooseGraph(packed, sampling, copy_logits, &key);
+  const bool graph = ChooseGraph(packed, copy_logits, &key);
   if (graph) RETURN_IF_ERROR(PadDecodeStep(key.batch, GraphWidth(key.context), &packed, &sampling));
   const StepDims dims{.tokens = packed.num_tokens,
                       .sequences = packed.num_sequences,
@@ -341,19 +406,16 @@ Status CudaDecoder::Forward(const StepPlan& plan, std::vector<float>* logits, Ra
                                      : T   ? *std::max_element(packed.context_lengths.begin(),
                                                                packed.context_lengths.end())
                                            : 0};
-  Activations& a = graph ? *graph_act_ : *act_;
-  if (!graph) RETURN_IF_ERROR(ReserveActivations(a, dims, copy_logits));
+  Activations& a = *act_;
 
   // The step's arrays in one host-to-device copy (rank 0 adds its sampling bans), outside any
   // graph.
   std::vector<int32_t> ints = packed.Concatenated();
-  ints.insert(ints.end(), sampling.banned_offsets.begin(), sampling.banned_offsets.end());
-  ints.insert(ints.end(), sampling.banned_ids.begin(), sampling.banned_ids.end());
-  if (!graph) {
-    RETURN_IF_ERROR(a.staged_ints.Reserve(ints.size() * sizeof(int32_t), "step arrays"));
-    RETURN_IF_ERROR(
-        a.step_ints.Reserve(std::max<size_t>(1, ints.size()) * sizeof(int32_t), "step arrays"));
+  if (rank0) {
+    ints.insert(ints.end(), sampling.banned_offsets.begin(), sampling.banned_offsets.end());
+    ints.insert(ints.end(), sampling.banned_ids.begin(), sampling.banned_ids.end());
   }
+  RETURN_IF_ERROR(CheckLimits(dims, ints.size()));
   auto stream = static_cast<cudaStream_t>(stream_);
   std::memcpy(a.staged_ints.get(), ints.data(), ints.size() * sizeof(int32_t));
   RETURN_IF_ERROR(
@@ -397,18 +459,14 @@ Status CudaDecoder::Forward(const StepPlan& plan, std::vector<float>* logits, Ra
   return Status::Ok();
 }
 
-bool CudaDecoder::ChooseGraph(const PackedStep& packed, const DeviceSamplingPlan& sampling,
-                              bool copy_logits, GraphKey* key) {
+bool CudaDecoder::ChooseGraph(const PackedStep& packed, bool copy_logits, GraphKey* key) {
   if (!options_.cuda_graphs || !graphs_off_.empty() || timeline_->tracing() ||
       !IsPureDecode(packed))
     return false;
   const int batch = BucketFor(packed.num_tokens, graph_batches_);
   const int width = packed.block_table_width;
   const int context = BucketFor(std::max(width * options_.block_size, 1), graph_contexts_);
-  if (batch == 0 || context == 0 ||
-      sampling.banned_ids.size() > static_cast<size_t>(batch) * kGraphBansPerRow) {
-    return false;
-  }
+  if (batch == 0 || context == 0) return false;
   const size_t reduce_bytes = static_cast<size_t>(batch) * config_.hidden_size * sizeof(float);
   const size_t gather_bytes = static_cast<size_t>(batch) * shape_.vocab * sizeof(float);
   if (comm_ != nullptr && !comm_->CanCapture(reduce_bytes, gather_bytes)) {
@@ -425,53 +483,85 @@ bool CudaDecoder::ChooseGraph(const PackedStep& packed, const DeviceSamplingPlan
   return true;
 }
 
-Status CudaDecoder::PrepareGraphBuffers() {
-  if (graph_act_ != nullptr) return Status::Ok();
-  // Sized once for the largest bucket: captured graphs hold these addresses for good.
-  auto act = std::make_unique<Activations>();
-  const int batch = graph_batches_.back(), context = graph_contexts_.back();
-  const int width = GraphWidth(context);
-  const StepDims largest{.tokens = batch,
-                         .sequences = batch,
-                         .table_width = width,
-                         .logit_rows = batch,
-                         .max_context = context};
-  RETURN_IF_ERROR(ReserveActivations(*act, largest, /*copy_logits=*/shape_.rank == 0));
-  // PackedStep::Concatenated() of the largest bucket, then the bans (offsets and ids).
-  const size_t ints = static_cast<size_t>(batch) * 4 + (batch + 1) + batch +
-                      static_cast<size_t>(batch) * width + batch + (batch + 1) +
-                      static_cast<size_t>(batch) * kGraphBansPerRow;
-  RETURN_IF_ERROR(act->staged_ints.Reserve(ints * sizeof(int32_t), "graph step arrays"));
-  RETURN_IF_ERROR(act->step_ints.Reserve(ints * sizeof(int32_t), "graph step arrays"));
-  graph_act_ = std::move(act);
-  return Status::Ok();
+Result<bool> CudaDecoder::AllRanksOk(bool ok) {
+  if (comm_ == nullptr || shape_.tp == 1) return ok;
+  auto stream = static_cast<cudaStream_t>(stream_);
+  Activations& a = *act_;
+  *a.host_agree.get<float>() = ok ? 1.0f : 0.0f;
+  RETURN_IF_ERROR(CudaStatus(cudaMemcpyAsync(a.agree.get(), a.host_agree.get(), sizeof(float),
+                                             cudaMemcpyHostToDevice, stream),
+                             "rank agreement upload"));
+  RETURN_IF_ERROR(comm_->AllReduceSum(a.agree.get(), 1, DeviceDtype::kF32, stream));
+  RETURN_IF_ERROR(CudaStatus(cudaMemcpyAsync(a.host_agree.get(), a.agree.get(), sizeof(float),
+                                             cudaMemcpyDeviceToHost, stream),
+                             "rank agreement download"));
+  RETURN_IF_ERROR(WaitForStream());
+  return *a.host_agree.get<float>() == static_cast<float>(shape_.tp);
+}
+
+Result<cudaGraphExec_t> CudaDecoder::Capture(const StepDims& dims, bool copy_logits) {
+  // Capture on this rank's stream only (thread-local mode: the other ranks' threads keep issuing
+  // their own work); collectives are recorded, not run, so the ranks capture independently.
+  auto stream = static_cast<cudaStream_t>(stream_);
+  RETURN_IF_ERROR(CudaStatus(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), "graph capture"));
+  const Status enqueued = Enqueue(dims, *act_, copy_logits);
+  cudaGraph_t graph = nullptr;
+  const cudaError_t ended = cudaStreamEndCapture(stream, &graph);
+  cudaGraphExec_t exec = nullptr;
+  Status made = enqueued.ok() ? CudaStatus(ended, "cudaStreamEndCapture") : enqueued;
+  if (made.ok()) made = CudaStatus(cudaGraphInstantiate(&exec, graph, 0), "cudaGraphInstantiate");
+  if (graph != nullptr) cudaGraphDestroy(graph);
+  if (made.ok()) return exec;
+  cudaGetLastError();  // a failed capture's error is not sticky; clear it
+  return made;
 }
 
 Status CudaDecoder::LaunchGraph(const GraphKey& key, const StepDims& dims, bool copy_logits) {
   auto stream = static_cast<cudaStream_t>(stream_);
-  auto found = graphs_.find(key);
-  if (found == graphs_.end()) {
-    // Capture on this rank's stream only (thread-local mode: the other ranks' threads keep issuing
-    // their own work); collectives are recorded, not run, so the ranks capture independently.
-    RETURN_IF_ERROR(CudaStatus(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal),
-                               "graph capture"));
-    const Status enqueued = Enqueue(dims, *graph_act_, copy_logits);
-    cudaGraph_t graph = nullptr;
-    const cudaError_t ended = cudaStreamEndCapture(stream, &graph);
-    cudaGraphExec_t exec = nullptr;
-    Status made = enqueued.ok() ? CudaStatus(ended, "cudaStreamEndCapture") : enqueued;
-    if (made.ok()) made = CudaStatus(cudaGraphInstantiate(&exec, graph, 0), "cudaGraphInstantiate");
-    if (graph != nullptr) cudaGraphDestroy(graph);
-    if (!made.ok()) {
-      // Eager from now on, with the same buffers (they hold the largest bucket).
-      cudaGetLastError();
-      graphs_off_ = "capturing batch " + std::to_string(key.batch) + " failed: " + made.message();
-      Log("rank " + std::to_string(shape_.rank) + ": CUDA graphs off: " + graphs_off_);
-      return Enqueue(dims, *graph_act_, copy_logits);
+  if (!graphs_.contains(key)) {
+    // The bucket's first step, at the same step on every rank (the choice is shared). Each rank
+    // captures every variant it may replay for this bucket (rank 0 with and without the logits
+    // copy, when that can change between steps), then all learn whether every rank captured:
+    // all replay from now on, or none does. A later, rank-0-only capture would leave its peers
+    // out of this agreement.
+    std::vector<bool> variants = {copy_logits};
+    if (shape_.rank == 0 && !options_.return_logits) variants = {false, true};
+    std::vector<std::pair<GraphKey, cudaGraphExec_t>> made;
+    Status failed;
+    for (bool copy : variants) {
+      Result<cudaGraphExec_t> exec = Capture(dims, copy);
+      if (!exec.ok()) {
+        failed = exec.status();
+        break;
+      }
+      made.emplace_back(GraphKey{.batch = key.batch, .context = key.context, .copy_logits = copy}, *exec);
     }
-    found = graphs_.emplace(key, exec).first;
+    ASSIGN_OR_RETURN(const bool all_captured, AllRanksOk(failed.ok()));
+    if (!all_captured) {
+      for (auto& [unused, exec] : made) cudaGraphExecDestroy(exec);
+      graphs_off_ = "capturing batch " + std::to_string(key.batch) + " failed on " +
+                    (failed.ok() ? std::string("another rank") : "this rank: " + failed.message());
+      Log("rank " + std::to_string(shape_.rank) + ": CUDA graphs off on every rank: " + graphs_off_);
+      return Enqueue(dims, *act_, copy_logits);  // the same buffers; eager from now on
+    }
+    for (auto& entry : made) graphs_.insert(entry);
   }
-  return CudaStatus(cudaGraphLaunch(found->second, stream), "cudaGraphLaunch");
+  return CudaStatus(cudaGraphLaunch(graphs_.at(key), stream), "cudaGraphLaunch");
+}
+
+Status CudaDecoder::WarmUpCollectives() {
+  if (comm_ == nullptr || shape_.tp == 1) return Status::Ok();
+  RETURN_IF_ERROR(CudaStatus(cudaSetDevice(options_.device), "cudaSetDevice"));
+  auto stream = static_cast<cudaStream_t>(stream_);
+  Activations& a = *act_;
+  const size_t largest_reduce = static_cast<size_t>(limits_.tokens) * config_.hidden_size;
+  const size_t largest_gather = static_cast<size_t>(limits_.logit_rows) * shape_.vocab;
+  RETURN_IF_ERROR(CudaStatus(cudaMemsetAsync(a.x.get(), 0, a.x.bytes(), stream), "warm-up"));
+  RETURN_IF_ERROR(CudaStatus(cudaMemsetAsync(a.local_logits.get(), 0, a.local_logits.bytes(), stream), "warm-up"));
+  RETURN_IF_ERROR(comm_->AllReduceSum(a.x.get(), config_.hidden_size, DeviceDtype::kF32, stream));  // a decode row
+  RETURN_IF_ERROR(comm_->AllReduceSum(a.x.get(), largest_reduce, DeviceDtype::kF32, stream));
+  RETURN_IF_ERROR(comm_->AllGather(a.local_logits.get(), a.gathered.get(), largest_gather, DeviceDtype::kF32, stream));
+  return WaitForStream();
 }
 
 Status CudaDecoder::Enqueue(const StepDims& d, Activations& a, bool copy_logits) {
@@ -566,6 +656,7 @@ Status CudaDecoder::Enqueue(const StepDims& d, Activations& a, bool copy_logits)
       args.positions = positions;
       args.out = a.attn.get<float>();
       args.scratch = a.attn_scratch.get<float>();
+      args.scratch_floats = a.attn_scratch.bytes() / sizeof(float);
       args.tokens = T;
       args.heads = s.heads;
       args.kv_heads = s.kv_heads;

@@ -16,6 +16,7 @@
 #include "kernels/cuda/gemm.h"
 #include "model/cuda/device_buffer.h"
 #include "model/cuda_graph_shapes.h"
+#include "model/fault_injection.h"
 #include "model/model_config.h"
 #include "model/rank_decoder.h"
 #include "model/rank_weights.h"
@@ -26,7 +27,11 @@ struct CudaRankOptions {
   int device = 0;
   int block_size = 16;
   bool trace = true;
+  // The step limits: every step buffer is allocated for them in Create and never grows (growing
+  // would free device memory while peers wait in a collective); a larger step fails by name.
   int max_tokens = 8192;
+  int max_sequences = 256;  // also the most logit rows of a step
+  int max_context = 8192;   // the longest context a step attends to (block tables ⌈this / block_size⌉ wide)
   bool return_logits = true;  // false: no logits copy when every row is sampled on the device
   std::chrono::milliseconds wait_timeout{60000};  // a step that does not finish by then fails
   // CUDA graphs for pure decode steps of up to graph_max_batch sequences and graph_max_context
@@ -35,6 +40,7 @@ struct CudaRankOptions {
   bool cuda_graphs = false;
   int graph_max_batch = 128;
   int graph_max_context = 8192;
+  FaultInjection fault;  // tests: fail or throw at a forward pass (model/fault_injection.h)
   std::function<void(const std::string&)> log;  // one line per event worth logging
 };
 
@@ -50,6 +56,11 @@ class CudaDecoder final : public RankDecoder {
   // The KV cache: [num_blocks, block_size, kv_heads, head_dim] f32 keys and values per layer.
   Status AllocateKvCache(int num_blocks);
   size_t weight_bytes() const { return weight_bytes_; }
+  size_t step_buffer_bytes() const { return step_buffer_bytes_; }  // device memory, at the limits
+  // One AllReduce and one AllGather of the largest sizes a step sends, and one of a decode row,
+  // run eagerly; every rank of the group calls it at the same point (on its own thread). NCCL and
+  // the one-shot group allocate what they need for them, so that the KV cache is sized after.
+  Status WarmUpCollectives();
 
   // Rank 0 returns the logits; the other ranks take part in every collective and leave `logits`
   // empty (the engine reads rank 0's).
@@ -68,7 +79,7 @@ class CudaDecoder final : public RankDecoder {
     DeviceBuffer attn_norm, wqkv, bqkv, wo, mlp_norm, w_gate_up, w_down;  // as LayerWeights
     DeviceBuffer keys, values;  // [num_blocks * block_size, kv_heads, head_dim] f32
   };
-  struct Activations;  // per-step buffers, grown to the largest step
+  struct Activations;  // per-step buffers, allocated once at the step limits
   class Timeline;      // CUDA events around the ops
   struct StepDims {    // the shapes every kernel of a step is launched with
     int tokens = 0, sequences = 0, table_width = 0, logit_rows = 0, max_context = 0;
@@ -78,23 +89,33 @@ class CudaDecoder final : public RankDecoder {
     bool copy_logits = false;
     auto operator<=>(const GraphKey&) const = default;
   };
-  static constexpr int kGraphBansPerRow = 16;  // a step with more sampling bans runs eagerly
+  // Sampling bans the device takes per logit row; a row with more is sampled on the host.
+  static constexpr int kDeviceBansPerRow = 16;
 
   CudaDecoder(const ModelConfig& config, const RankShape& shape,
               std::unique_ptr<DeviceCommunicator> comm, const CudaRankOptions& options);
   Status Upload(const RankWeights& weights);
-  Status ReserveActivations(Activations& a, const StepDims& dims, bool copy_logits);
+  // Allocates the step buffers for `limits` (once, in Create); returns the device bytes.
+  Result<size_t> ReserveActivations(Activations& a, const StepDims& limits);
+  // The step's shape against limits_: an error names what is over which limit.
+  Status CheckLimits(const StepDims& dims, size_t ints) const;
   // Enqueues the whole step on the stream: the op sequence, sampling and the copies to the host.
   Status Enqueue(const StepDims& dims, Activations& a, bool copy_logits);
-  // Whether this step replays a graph, and which; the graph buffers exist once graphs are on.
-  bool ChooseGraph(const PackedStep& packed, const DeviceSamplingPlan& sampling, bool copy_logits,
-                   GraphKey* key);
-  Status PrepareGraphBuffers();
+  // Whether this step replays a graph, and which. Decided from what every rank holds alike (the
+  // packed step, the trace flag, the communicator), so that all ranks replay or all run eagerly:
+  // one eager rank would send other sizes to the collectives than its peers.
+  bool ChooseGraph(const PackedStep& packed, bool copy_logits, GraphKey* key);
   int GraphWidth(int context) const {
     return (context + options_.block_size - 1) / options_.block_size;
   }
-  // Captures the key's graph on first use (eager from then on if capture fails), then launches it.
+  // Captures the key's graph on first use, then launches it. After a capture every rank learns
+  // whether all captured (one AllReduce); if any failed, graphs go off on every rank together and
+  // the step runs eagerly.
   Status LaunchGraph(const GraphKey& key, const StepDims& dims, bool copy_logits);
+  // Captures the step's op sequence into a graph (nothing runs).
+  Result<cudaGraphExec_t> Capture(const StepDims& dims, bool copy_logits);
+  // Whether every rank passes `ok` (an eager AllReduce of one float); `ok` itself at TP=1.
+  Result<bool> AllRanksOk(bool ok);
   void Log(const std::string& line) const {
     if (options_.log) options_.log(line);
   }
@@ -114,11 +135,13 @@ class CudaDecoder final : public RankDecoder {
   int kv_blocks_ = 0;
   size_t weight_bytes_ = 0;
   std::vector<int32_t> device_tokens_;  // rank 0: [logit rows], -1 where the host samples
-  std::unique_ptr<Activations> act_;
+  StepDims limits_;                  // the largest step the buffers hold
+  size_t step_ints_capacity_ = 0;    // int32s of the step arrays (and bans) the buffers hold
+  size_t step_buffer_bytes_ = 0;
+  int64_t forwards_ = 0;             // forward passes run (fault injection counts them)
+  std::unique_ptr<Activations> act_;  // every step's buffers, eager and graph: never moved
   std::unique_ptr<Timeline> timeline_;
   std::vector<int> graph_batches_, graph_contexts_;  // the buckets, ascending
-  std::unique_ptr<Activations>
-      graph_act_;  // the graphs' buffers: the largest bucket's, never moved
   std::map<GraphKey, cudaGraphExec_t> graphs_;
   std::set<int> eager_batches_;  // buckets whose collectives the communicator cannot capture (logged once each)
   std::string

@@ -1,9 +1,13 @@
 // Owned device memory of the CUDA backend module (device and pinned host buffers). Module-internal.
+//
+// Both are allocated once, at set-up, and never grow: cudaFree waits for all work on the device,
+// including a peer rank's one-shot kernel that spins for this rank's next kernel (which this
+// thread, stuck in cudaFree, can then never launch), and cudaMallocHost / cudaFreeHost take
+// process-wide locks while peers wait in collectives. Reserve refuses to replace an allocation.
 #pragma once
 
 #include <cuda_runtime.h>
 
-#include <algorithm>
 #include <cstddef>
 #include <string>
 #include <utility>
@@ -13,7 +17,7 @@
 
 namespace tpserve::cuda {
 
-// A device allocation that grows on demand (contents are not kept when it grows).
+// A device allocation made once.
 class DeviceBuffer {
  public:
   DeviceBuffer() = default;
@@ -29,17 +33,20 @@ class DeviceBuffer {
     return *this;
   }
 
-  // At least `bytes` of device memory; `what` names the buffer in the error. A buffer that grows
-  // takes half as much again, so that slowly growing steps (longer contexts) reallocate rarely.
+  // At least `bytes` of device memory; `what` names the buffer in the error. Ok when the buffer
+  // already holds that much; an error, not a reallocation, when it holds less.
   Status Reserve(size_t bytes, const std::string& what) {
     if (bytes <= bytes_) return Status::Ok();
-    const size_t grown = bytes_ == 0 ? bytes : std::max(bytes, bytes_ + bytes_ / 2);
-    Release();
-    RETURN_IF_ERROR(CudaStatus(cudaMalloc(&data_, grown), what + " (" + std::to_string(grown) + " bytes)"));
-    bytes_ = grown;
+    if (data_ != nullptr) {
+      return FailedPrecondition(what + ": " + std::to_string(bytes) + " bytes asked of a " +
+                                std::to_string(bytes_) +
+                                "-byte buffer (step buffers are allocated once, at the engine's limits)");
+    }
+    RETURN_IF_ERROR(CudaStatus(cudaMalloc(&data_, bytes), what + " (" + std::to_string(bytes) + " bytes)"));
+    bytes_ = bytes;
     return Status::Ok();
   }
-  // Allocates exactly `bytes` and copies them from the host.
+  // Allocates `bytes` and copies them from the host.
   Status Upload(const void* host, size_t bytes, const std::string& what) {
     RETURN_IF_ERROR(Reserve(bytes, what));
     return CudaStatus(cudaMemcpy(data_, host, bytes, cudaMemcpyHostToDevice), what);
@@ -61,7 +68,7 @@ class DeviceBuffer {
   size_t bytes_ = 0;
 };
 
-// Page-locked host memory that grows on demand, for asynchronous copies.
+// Page-locked host memory for asynchronous copies, allocated once.
 class PinnedBuffer {
  public:
   PinnedBuffer() = default;
@@ -73,9 +80,10 @@ class PinnedBuffer {
 
   Status Reserve(size_t bytes, const std::string& what) {
     if (bytes <= bytes_) return Status::Ok();
-    if (data_ != nullptr) cudaFreeHost(data_);
-    data_ = nullptr;
-    bytes_ = 0;
+    if (data_ != nullptr) {
+      return FailedPrecondition(what + ": " + std::to_string(bytes) + " pinned bytes asked of a " +
+                                std::to_string(bytes_) + "-byte buffer (allocated once, at the engine's limits)");
+    }
     RETURN_IF_ERROR(CudaStatus(cudaMallocHost(&data_, bytes), what + " (" + std::to_string(bytes) + " pinned bytes)"));
     bytes_ = bytes;
     return Status::Ok();
@@ -84,6 +92,7 @@ class PinnedBuffer {
   T* get() const {
     return static_cast<T*>(data_);
   }
+  size_t bytes() const { return bytes_; }
 
  private:
   void* data_ = nullptr;

@@ -8,6 +8,8 @@
 #include <cstdio>
 #include <functional>
 #include <map>
+#include <thread>
+#include <algorithm>
 
 #include "comm/cuda/device_comm_bench.h"
 #include "comm/cuda/nccl_communicator.h"
@@ -50,6 +52,42 @@ Result<std::vector<std::unique_ptr<DeviceCommunicator>>> CreateCommunicators(
                             {.capacity_bytes = options.oneshot_max_bytes, .timeout = options.collective_timeout});
 }
 
+constexpr double kGiB = 1073741824.0;
+
+Status WarmUpCollectives(const std::vector<CudaDecoder*>& decoders) {
+  if (decoders.size() == 1) return decoders[0]->WarmUpCollectives();  // a process's share, or TP=1
+  std::vector<Status> statuses(decoders.size());
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < decoders.size(); ++i) {
+    threads.emplace_back([&, i] { statuses[i] = decoders[i]->WarmUpCollectives(); });
+  }
+  for (std::thread& thread : threads) thread.join();
+  for (const Status& status : statuses) RETURN_IF_ERROR(status);
+  return Status::Ok();
+}
+
+// One line per GPU: where its memory went before the KV cache (weights, step buffers, the rest:
+// the CUDA context, cuBLASLt's workspace, NCCL's and the one-shot buffers) and what is left for it.
+void LogMemorySplit(const GpuMemory& gpu, const std::vector<int>& devices, const std::vector<CudaDecoder*>& decoders,
+                    double utilization, const std::function<void(const std::string&)>& log) {
+  size_t weights = 0, steps = 0;
+  for (size_t i = 0; i < decoders.size(); ++i) {
+    if (devices[i] != gpu.device) continue;
+    weights += decoders[i]->weight_bytes();
+    steps += decoders[i]->step_buffer_bytes();
+  }
+  const size_t used = gpu.total_bytes - gpu.free_bytes;
+  const size_t other = used > weights + steps ? used - weights - steps : 0;
+  const double budget = utilization * static_cast<double>(gpu.total_bytes) - static_cast<double>(used);
+  char line[256];
+  std::snprintf(line, sizeof(line),
+                "cuda:%d memory: %.2f GiB total; weights %.2f GiB, step buffers %.2f GiB, CUDA context, cuBLASLt "
+                "and communicators %.2f GiB; %.2f GiB left for the KV cache at --gpu-memory-utilization %.2f",
+                gpu.device, gpu.total_bytes / kGiB, weights / kGiB, steps / kGiB, other / kGiB,
+                std::max(0.0, budget) / kGiB, utilization);
+  log(line);
+}
+
 Result<CudaGroup> CreateGroup(const CudaGroupRequest& request) {
   const CudaGroupOptions& options = request.options;
   const ModelConfig& config = *request.config;
@@ -66,6 +104,10 @@ Result<CudaGroup> CreateGroup(const CudaGroupRequest& request) {
   group.communicator = comms[0] ? comms[0]->name() : "none";
   if (options.tp > 1) log("communicator: " + group.communicator + " over " + std::to_string(options.tp) + " ranks");
 
+  // The longest context a step may reach: the engine's limit, else the model's.
+  const int max_context = options.max_context > 0                  ? options.max_context
+                          : config.max_position_embeddings > 0 ? config.max_position_embeddings
+                                                                 : 8192;
   std::vector<cuda::CudaDecoder*> decoders;
   for (int local = 0; local < local_ranks; ++local) {
     const int r = options.first_rank + local;
@@ -75,20 +117,30 @@ Result<CudaGroup> CreateGroup(const CudaGroupRequest& request) {
                                        .block_size = options.block_size,
                                        .trace = options.trace,
                                        .max_tokens = options.max_tokens_per_step,
+                                       .max_sequences = options.max_sequences_per_step,
+                                       .max_context = max_context,
                                        .return_logits = options.return_logits,
                                        .wait_timeout = options.collective_timeout,
                                        .cuda_graphs = options.cuda_graphs,
                                        .graph_max_batch = options.cuda_graph_max_batch,
+                                       .fault = options.fault,
                                        .log = log};
     ASSIGN_OR_RETURN(auto decoder, CudaDecoder::Create(config, weights, std::move(comms[local]), rank_options));
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     char line[160];
-    std::snprintf(line, sizeof(line), "rank %d on cuda:%d: %.2f GiB of weights loaded in %.2f s", r, devices[local],
-                  decoder->weight_bytes() / 1073741824.0, seconds);
+    std::snprintf(line, sizeof(line),
+                  "rank %d on cuda:%d: %.2f GiB of weights loaded in %.2f s; %.2f GiB of step buffers for %d tokens, "
+                  "%d sequences, context %d",
+                  r, devices[local], decoder->weight_bytes() / kGiB, seconds, decoder->step_buffer_bytes() / kGiB,
+                  options.max_tokens_per_step, options.max_sequences_per_step, max_context);
     log(line);
     decoders.push_back(decoder.get());
     group.ranks.push_back(std::move(decoder));
   }
+
+  // The communicators' own buffers (NCCL's are made at the first collective) before the KV cache
+  // is sized: every local rank runs the largest collectives once, each on its own thread.
+  RETURN_IF_ERROR(WarmUpCollectives(decoders));
 
   // KV blocks: what was asked for, or what the memory budget leaves on the fullest GPU.
   const RankShape& shape = group.ranks[0]->shape();
@@ -109,7 +161,10 @@ Result<CudaGroup> CreateGroup(const CudaGroupRequest& request) {
       RETURN_IF_ERROR(CudaStatus(cudaMemGetInfo(&it->second.free_bytes, &it->second.total_bytes), "cudaMemGetInfo"));
     }
     std::vector<GpuMemory> gpus;
-    for (auto& [device, gpu] : per_device) gpus.push_back(gpu);
+    for (auto& [device, gpu] : per_device) {
+      LogMemorySplit(gpu, devices, decoders, options.gpu_memory_utilization, log);
+      gpus.push_back(gpu);
+    }
     ASSIGN_OR_RETURN(group.kv_blocks, KvBlocksForMemory(gpus, options.gpu_memory_utilization, block_bytes));
   }
   for (CudaDecoder* decoder : decoders) RETURN_IF_ERROR(decoder->AllocateKvCache(group.kv_blocks));

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <random>
 #include <vector>
 
@@ -212,6 +213,34 @@ TEST(CudaOps, Bf16LinearMatchesTheCpuAndIsBatchInvariant) {
   }
 }
 
+// The decoder's algorithm rule (gemm.h): chosen for decode-sized token counts, the same on every
+// choice (ranks, restarts), and valid, batch-invariant, from 1 token up to the step limit.
+TEST(CudaOps, TheDecodeGemmRuleIsTheSameOnEveryChoiceAndValidUpToTheStepLimit) {
+  SKIP_WITHOUT_GPU();
+  auto blas = cuda::BlasContext::Create(32u << 20);
+  ASSERT_TRUE(blas.ok()) << blas.status().ToString();
+  const int out = 4096, in = 4096, limit = 8192;
+  auto first = cuda::Bf16Linear::Create(**blas, out, in, limit);
+  auto second = cuda::Bf16Linear::Create(**blas, out, in, limit);
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  ASSERT_TRUE(second.ok()) << second.status().ToString();
+  EXPECT_EQ((*first)->algorithm(), (*second)->algorithm());
+  std::printf("decode rule: %s\n", (*first)->algorithm().c_str());  // the device check's log keeps it
+  const std::vector<float> x = RoundedToBf16(Random(static_cast<size_t>(limit) * in, 5, 1.0f));
+  const std::vector<uint16_t> w = ToBf16(Random(static_cast<size_t>(out) * in, 6, 0.05f));
+  DeviceBuffer<uint16_t> dw(w), dx(ToBf16(x));
+  std::vector<float> row0;  // token 0's outputs, from a run of 1 token
+  for (int tokens : {1, 32, 300, limit}) {
+    DeviceBuffer<float> dy{std::vector<float>(static_cast<size_t>(tokens) * out)};
+    ASSERT_TRUE((*first)->Run(dw.get(), dx.get(), dy.get(), tokens, nullptr).ok()) << tokens << " tokens";
+    const std::vector<float> got = dy.Download();
+    const std::vector<float> row(got.begin(), got.begin() + out);
+    if (row0.empty()) row0 = row;
+    EXPECT_EQ(row, row0) << "token 0 in a batch of " << tokens << " vs alone (" << (*first)->algorithm() << ")";
+  }
+  EXPECT_FALSE((*first)->Run(dw.get(), dx.get(), nullptr, limit + 1, nullptr).ok());
+}
+
 // Paged attention against cpu::AttendOneToken over the same cache and block tables: contexts
 // from 1 position to several partitions, GQA (8 heads over 2 KV heads), a prefill chunk and decode
 // tokens in one step. The partitions' softmax is combined in another order than the CPU's single
@@ -259,6 +288,7 @@ TEST(CudaOps, PagedAttentionMatchesTheCpuForDecodeAndPrefill) {
   args.positions = dpos.get();
   args.out = dout.get();
   args.scratch = scratch.get();
+  args.scratch_floats = cuda::PagedAttentionScratchFloats(tokens, heads, head_dim, 777);
   args.tokens = tokens;
   args.heads = heads;
   args.kv_heads = kv_heads;
@@ -269,6 +299,22 @@ TEST(CudaOps, PagedAttentionMatchesTheCpuForDecodeAndPrefill) {
   ASSERT_TRUE(cuda::PagedAttention(args, nullptr).ok());
   const std::vector<float> got = dout.Download();
   for (size_t i = 0; i < got.size(); ++i) ASSERT_NEAR(got[i], want[i], 2e-5f) << "element " << i;
+
+  // A scratch for 3 tokens runs the 7 in chunks of 3, 3 and 1: the same bits (a token's result
+  // does not depend on its launch).
+  args.scratch_floats = cuda::PagedAttentionScratchFloats(3, heads, head_dim, 777);
+  ASSERT_EQ(cuda::PagedAttentionChunkTokens(args.scratch_floats, heads, head_dim, 777), 3);
+  DeviceBuffer<float> chunked_out{std::vector<float>(q.size())};
+  args.out = chunked_out.get();
+  ASSERT_TRUE(cuda::PagedAttention(args, nullptr).ok());
+  const std::vector<float> chunked = chunked_out.Download();
+  for (size_t i = 0; i < got.size(); ++i) ASSERT_EQ(chunked[i], got[i]) << "element " << i;
+
+  // A scratch too small for one token is refused by name.
+  args.scratch_floats = cuda::PagedAttentionScratchFloats(1, heads, head_dim, 777) - 1;
+  const Status refused = cuda::PagedAttention(args, nullptr);
+  EXPECT_FALSE(refused.ok());
+  EXPECT_NE(refused.message().find("scratch"), std::string::npos) << refused.message();
 }
 
 // The decoder's glue kernels: exact copies (KV write, row gather), the bias add (one f32 add),

@@ -17,33 +17,13 @@
 
 #include "kernels/cuda_module.h"
 #include "model/model_directory.h"
+#include "tests/model/cuda_test_util.h"
 #include "tests/model/engine_test_util.h"
 
 namespace tpserve {
 namespace {
 
 constexpr double kLogitTolerance = 0.02;
-
-// Whether the NVIDIA driver shows a GPU, whether or not the CUDA module can be loaded.
-bool NvidiaGpuPresent() {
-  std::error_code error;
-  if (std::filesystem::exists("/dev/nvidia0", error)) return true;
-  for ([[maybe_unused]] const auto& gpu : std::filesystem::directory_iterator("/proc/driver/nvidia/gpus", error)) {
-    return true;
-  }
-  return false;
-}
-
-// Skipped where no GPU is; failed where one is but the module does not load (a broken bundle: a
-// missing libnccl or libcublasLt must not pass as "no GPU").
-#define SKIP_WITHOUT_GPU()                                                                          \
-  do {                                                                                              \
-    auto probe = ProbeCudaBackend();                                                                \
-    if (!probe.ok()) {                                                                              \
-      if (NvidiaGpuPresent()) FAIL() << "a GPU is here but the CUDA backend is not usable: " << probe.status().message(); \
-      GTEST_SKIP() << "no usable GPU: " << probe.status().message();                                \
-    }                                                                                               \
-  } while (0)
 
 // The `small` preset as dummy weights (make-model's weights for seed 7, without writing them).
 const ModelDirectory& SmallModel() {
@@ -75,28 +55,6 @@ std::unique_ptr<Engine> MakeCpuEngine(const ModelDirectory& model = testing::Tin
 }
 
 // max |a - b| over the row, relative to the row's largest |b|.
-// Bitwise equality of two logit rows, failing with where and how they first differ instead of
-// printing 100k floats. These tests rely on cuBLASLt keeping one K order for every N with a fixed
-// algorithm and no split-K, which it does not document: a failure with small, scattered
-// differences points there (bench_cuda_gemm shows the algorithm per shape) rather than at a kernel.
-::testing::AssertionResult BitwiseEqual(const std::vector<float>& got, const std::vector<float>& want) {
-  if (got.size() != want.size()) {
-    return ::testing::AssertionFailure() << got.size() << " logits, expected " << want.size();
-  }
-  size_t first = got.size(), differing = 0;
-  double largest = 0;
-  for (size_t i = 0; i < got.size(); ++i) {
-    if (std::memcmp(&got[i], &want[i], sizeof(float)) == 0) continue;
-    if (first == got.size()) first = i;
-    ++differing;
-    largest = std::max(largest, std::fabs(static_cast<double>(got[i]) - want[i]));
-  }
-  if (differing == 0) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure() << differing << " of " << got.size() << " logits differ; the first at " << first
-                                       << ": " << got[first] << " vs " << want[first] << "; largest difference "
-                                       << largest << " (small and scattered: suspect cuBLASLt's K order for this N before a kernel)";
-}
-
 double RelativeDifference(const std::vector<float>& a, const std::vector<float>& b) {
   double diff = 0, scale = 1e-6;
   for (size_t i = 0; i < b.size(); ++i) {
@@ -223,7 +181,7 @@ TEST(CudaEngine, OneShotAllReduceFusedWithTheNormGivesTheRankOrderBits) {
     const auto got = testing::RunForced(*oneshot, Prompts()[0], forced);
     ASSERT_EQ(got.size(), want.size());
     for (size_t step = 0; step < got.size(); ++step) {
-      EXPECT_TRUE(BitwiseEqual(got[step], want[step])) << "TP=" << tp << " step " << step;
+      EXPECT_TRUE(testing::BitwiseEqual(got[step], want[step])) << "TP=" << tp << " step " << step;
     }
   }
 }
@@ -274,7 +232,7 @@ TEST(CudaEngine, GraphReplayEqualsEagerBitwise) {
     const auto got = RunBatchOfThree(**graphs, 6);
     ASSERT_EQ(got.size(), want.size());
     for (size_t step = 0; step < got.size(); ++step) {
-      EXPECT_TRUE(BitwiseEqual(got[step], want[step])) << "TP=" << tp << " step " << step;
+      EXPECT_TRUE(testing::BitwiseEqual(got[step], want[step])) << "TP=" << tp << " step " << step;
     }
   }
 }
@@ -303,7 +261,7 @@ TEST(CudaEngine, ASequencesLogitsDoNotDependOnItsBatch) {
     ASSERT_TRUE(result.ok()) << result.status().ToString();
     const int vocab = gpu->config().vocab_size;
     const std::vector<float> row(result->logits.begin() + vocab, result->logits.begin() + 2 * vocab);
-    EXPECT_TRUE(BitwiseEqual(row, alone[step])) << "step " << step;
+    EXPECT_TRUE(testing::BitwiseEqual(row, alone[step])) << "step " << step;
   }
 }
 

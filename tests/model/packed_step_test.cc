@@ -99,5 +99,22 @@ TEST(PlanDeviceSampling, BansThatCoverTheWholeVocabularyAreDropped) {
   EXPECT_TRUE(out.banned_ids.empty());
 }
 
+TEST(MoveManyBansToHost, RowsOverTheLimitGoToTheHostAndTheRestKeepTheirBansInOrder) {
+  DeviceSamplingPlan plan{.on_device = {1, 1, 0, 1},
+                          .banned_offsets = {0, 2, 5, 9, 10},
+                          .banned_ids = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10}};
+  // Rows of 2, 3, 4 and 1 bans with a limit of 3: row 2 (already on the host) loses its bans.
+  EXPECT_EQ(MoveManyBansToHost(3, &plan), 1);
+  EXPECT_EQ(plan.on_device, (std::vector<int32_t>{1, 1, 0, 1}));
+  EXPECT_EQ(plan.banned_offsets, (std::vector<int32_t>{0, 2, 5, 5, 6}));
+  EXPECT_EQ(plan.banned_ids, (std::vector<int32_t>{1, 2, 3, 4, 5, 10}));
+  // With a limit of 1, rows 0 and 1 move too; every row's bans then fit rows x 1.
+  EXPECT_EQ(MoveManyBansToHost(1, &plan), 2);
+  EXPECT_EQ(plan.on_device, (std::vector<int32_t>{0, 0, 0, 1}));
+  EXPECT_EQ(plan.banned_offsets, (std::vector<int32_t>{0, 0, 0, 0, 1}));
+  EXPECT_EQ(plan.banned_ids, (std::vector<int32_t>{10}));
+  EXPECT_FALSE(plan.all_on_device());
+}
+
 }  // namespace
 }  // namespace tpserve
