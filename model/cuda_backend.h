@@ -51,7 +51,7 @@ struct CudaGroupOptions {
   int64_t kv_cache_bytes = 0;   // > 0: this many bytes of KV cache, all ranks together
   double gpu_memory_utilization = 0.9;  // otherwise: this share of each GPU's memory, weights included
   bool trace = true;            // CUDA events around every op (off: only the step's total)
-  bool return_logits = true;    // false: skip the logits copy when every row is sampled on the GPU
+  bool return_logits = true;    // false: copy back only the logit rows the host samples
   // The engine's step limits (EngineOptions::max_step_tokens, max_step_sequences): every step
   // buffer is allocated for them before the KV cache is sized, and never grows; a larger step fails.
   int max_tokens_per_step = 8192;

@@ -98,4 +98,12 @@ int MoveManyBansToHost(int max_bans_per_row, DeviceSamplingPlan* plan) {
   return moved;
 }
 
+std::vector<int32_t> HostLogitRows(const DeviceSamplingPlan& plan, bool return_logits) {
+  std::vector<int32_t> rows;
+  for (size_t row = 0; row < plan.on_device.size(); ++row) {
+    if (return_logits || plan.on_device[row] == 0) rows.push_back(static_cast<int32_t>(row));
+  }
+  return rows;
+}
+
 }  // namespace tpserve

@@ -54,4 +54,8 @@ DeviceSamplingPlan PlanDeviceSampling(const StepPlan& plan, std::span<const int>
 // advance: rows × max_bans_per_row. Returns how many rows moved.
 int MoveManyBansToHost(int max_bans_per_row, DeviceSamplingPlan* plan);
 
+// The logit rows rank 0 copies back after a step: every row when the caller wants the logits,
+// else only the rows the host samples (the others' tokens come from the device).
+std::vector<int32_t> HostLogitRows(const DeviceSamplingPlan& plan, bool return_logits);
+
 }  // namespace tpserve

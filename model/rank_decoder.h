@@ -18,9 +18,10 @@ class RankDecoder {
   virtual ~RankDecoder() = default;
 
   // Runs the plan on this rank, on the engine's thread for this rank. On return rank 0's `logits`
-  // holds [rows, vocab_padded] f32 for the sequences that want logits, in plan order — or nothing,
-  // when every row was sampled on the device (device_tokens) and logits were not asked for; pass
-  // the same vector every step so its memory is reused. `trace` gets this rank's ops.
+  // holds [rows, vocab_padded] f32 for the sequences that want logits, in plan order — or, when
+  // logits were not asked for, only the rows the host samples (the others unspecified), or nothing
+  // when the device sampled every row (device_tokens); pass the same vector every step so its
+  // memory is reused. `trace` gets this rank's ops.
   virtual Status Forward(const StepPlan& plan, std::vector<float>* logits, RankTrace* trace) = 0;
 
   // After Forward, on rank 0: one token per logit row that the backend sampled itself (-1: the

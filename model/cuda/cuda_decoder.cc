@@ -389,14 +389,16 @@ Status CudaDecoder::Forward(const StepPlan& plan, std::vector<float>* logits, Ra
     sampling = PlanDeviceSampling(plan, config_.eos_token_ids, config_.vocab_size);
     MoveManyBansToHost(kDeviceBansPerRow, &sampling);
   }
-  const bool copy_logits = rank0 && (options_.return_logits || !sampling.all_on_device());
+  // Rank 0 copies back every row's logits when they are wanted, else only the host's rows.
+  const std::vector<int32_t> host_rows =
+      rank0 ? HostLogitRows(sampling, options_.return_logits) : std::vector<int32_t>{};
   device_tokens_.clear();
   for (int32_t on : sampling.on_device)
     device_tokens_.push_back(on ? 0 : -1);  // filled in after the step
 
   // A pure decode step that fits a graph is padded to its bucket; the rest run eagerly.
   GraphKey key;
-  const bool graph = ChooseGraph(packed, copy_logits, &key);
+  const bool graph = ChooseGraph(packed, &key);
   if (graph) RETURN_IF_ERROR(PadDecodeStep(key.batch, GraphWidth(key.context), &packed, &sampling));
   const StepDims dims{.tokens = packed.num_tokens,
                       .sequences = packed.num_sequences,
@@ -426,40 +428,44 @@ Status CudaDecoder::Forward(const StepPlan& plan, std::vector<float>* logits, Ra
   Timeline& tl = *timeline_;
   RETURN_IF_ERROR(tl.Begin(stream));
   if (graph) {
-    RETURN_IF_ERROR(LaunchGraph(key, dims, copy_logits));
+    RETURN_IF_ERROR(LaunchGraph(key, dims));
   } else {
-    RETURN_IF_ERROR(Enqueue(dims, a, copy_logits));
+    RETURN_IF_ERROR(Enqueue(dims, a));
   }
+  // After the graph or the eager ops, outside any graph: which rows go back changes every step.
+  RETURN_IF_ERROR(EnqueueLogitsDownload(dims, host_rows));
   RETURN_IF_ERROR(tl.End(stream));
   RETURN_IF_ERROR(WaitForStream());
 
   // Only the step's own rows: a graph's padding rows are dropped here.
-  const int rows = dims.logit_rows;  // the stride of the host buffers
   if (rank0) {
     for (int row = 0; row < R; ++row) {
       if (device_tokens_[row] >= 0) device_tokens_[row] = a.host_tokens.get<int32_t>()[row];
     }
   }
-  if (copy_logits) {
-    // [tp, rows, vocab_local] -> [R, vocab_padded]
+  if (host_rows.empty()) {
+    logits->clear();
+  } else {
+    // -> [R, vocab_padded]. host_logits holds [tp, dims.logit_rows, vocab_local] (every row) or
+    // [host rows, tp, vocab_local]; with return_logits off the rows the device sampled are left as
+    // they were (the engine reads only the host's rows).
     const float* host = a.host_logits.get<float>();
+    const size_t vocab = s.vocab;
     logits->resize(static_cast<size_t>(R) * s.vocab_padded);
-    for (int r = 0; r < s.tp; ++r) {
-      for (int row = 0; row < R; ++row) {
-        std::memcpy(&(*logits)[static_cast<size_t>(row) * s.vocab_padded +
-                               static_cast<size_t>(r) * s.vocab],
-                    host + (static_cast<size_t>(r) * rows + row) * s.vocab,
-                    s.vocab * sizeof(float));
+    for (size_t k = 0; k < host_rows.size(); ++k) {
+      const size_t row = host_rows[k];
+      for (int r = 0; r < s.tp; ++r) {
+        const float* from = options_.return_logits ? host + (r * static_cast<size_t>(dims.logit_rows) + row) * vocab
+                                                   : host + (k * s.tp + r) * vocab;
+        std::memcpy(&(*logits)[row * s.vocab_padded + r * vocab], from, vocab * sizeof(float));
       }
     }
-  } else {
-    logits->clear();
   }
   *trace = tl.Trace(s.rank);
   return Status::Ok();
 }
 
-bool CudaDecoder::ChooseGraph(const PackedStep& packed, bool copy_logits, GraphKey* key) {
+bool CudaDecoder::ChooseGraph(const PackedStep& packed, GraphKey* key) {
   if (!options_.cuda_graphs || !graphs_off_.empty() || timeline_->tracing() ||
       !IsPureDecode(packed))
     return false;
@@ -479,7 +485,7 @@ bool CudaDecoder::ChooseGraph(const PackedStep& packed, bool copy_logits, GraphK
     }
     return false;
   }
-  *key = GraphKey{.batch = batch, .context = context, .copy_logits = copy_logits};
+  *key = GraphKey{.batch = batch, .context = context};
   return true;
 }
 
@@ -499,12 +505,12 @@ Result<bool> CudaDecoder::AllRanksOk(bool ok) {
   return *a.host_agree.get<float>() == static_cast<float>(shape_.tp);
 }
 
-Result<cudaGraphExec_t> CudaDecoder::Capture(const StepDims& dims, bool copy_logits) {
+Result<cudaGraphExec_t> CudaDecoder::Capture(const StepDims& dims) {
   // Capture on this rank's stream only (thread-local mode: the other ranks' threads keep issuing
   // their own work); collectives are recorded, not run, so the ranks capture independently.
   auto stream = static_cast<cudaStream_t>(stream_);
   RETURN_IF_ERROR(CudaStatus(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), "graph capture"));
-  const Status enqueued = Enqueue(dims, *act_, copy_logits);
+  const Status enqueued = Enqueue(dims, *act_);
   cudaGraph_t graph = nullptr;
   const cudaError_t ended = cudaStreamEndCapture(stream, &graph);
   cudaGraphExec_t exec = nullptr;
@@ -516,37 +522,48 @@ Result<cudaGraphExec_t> CudaDecoder::Capture(const StepDims& dims, bool copy_log
   return made;
 }
 
-Status CudaDecoder::LaunchGraph(const GraphKey& key, const StepDims& dims, bool copy_logits) {
+Status CudaDecoder::LaunchGraph(const GraphKey& key, const StepDims& dims) {
   auto stream = static_cast<cudaStream_t>(stream_);
-  if (!graphs_.contains(key)) {
-    // The bucket's first step, at the same step on every rank (the choice is shared). Each rank
-    // captures every variant it may replay for this bucket (rank 0 with and without the logits
-    // copy, when that can change between steps), then all learn whether every rank captured:
-    // all replay from now on, or none does. A later, rank-0-only capture would leave its peers
-    // out of this agreement.
-    std::vector<bool> variants = {copy_logits};
-    if (shape_.rank == 0 && !options_.return_logits) variants = {false, true};
-    std::vector<std::pair<GraphKey, cudaGraphExec_t>> made;
-    Status failed;
-    for (bool copy : variants) {
-      Result<cudaGraphExec_t> exec = Capture(dims, copy);
-      if (!exec.ok()) {
-        failed = exec.status();
-        break;
-      }
-      made.emplace_back(GraphKey{.batch = key.batch, .context = key.context, .copy_logits = copy}, *exec);
-    }
-    ASSIGN_OR_RETURN(const bool all_captured, AllRanksOk(failed.ok()));
+  auto found = graphs_.find(key);
+  if (found == graphs_.end()) {
+    // The bucket's first step, at the same step on every rank (the choice is shared; no rank has
+    // a variant of its own: the logits download runs outside the graph). Then every rank learns
+    // whether all captured: all replay from now on, or none does.
+    Result<cudaGraphExec_t> exec = Capture(dims);
+    ASSIGN_OR_RETURN(const bool all_captured, AllRanksOk(exec.ok()));
     if (!all_captured) {
-      for (auto& [unused, exec] : made) cudaGraphExecDestroy(exec);
+      if (exec.ok()) cudaGraphExecDestroy(*exec);
       graphs_off_ = "capturing batch " + std::to_string(key.batch) + " failed on " +
-                    (failed.ok() ? std::string("another rank") : "this rank: " + failed.message());
+                    (exec.ok() ? std::string("another rank") : "this rank: " + exec.status().message());
       Log("rank " + std::to_string(shape_.rank) + ": CUDA graphs off on every rank: " + graphs_off_);
-      return Enqueue(dims, *act_, copy_logits);  // the same buffers; eager from now on
+      return Enqueue(dims, *act_);  // the same buffers; eager from now on
     }
-    for (auto& entry : made) graphs_.insert(entry);
+    found = graphs_.emplace(key, *exec).first;
   }
-  return CudaStatus(cudaGraphLaunch(graphs_.at(key), stream), "cudaGraphLaunch");
+  return CudaStatus(cudaGraphLaunch(found->second, stream), "cudaGraphLaunch");
+}
+
+Status CudaDecoder::EnqueueLogitsDownload(const StepDims& dims, const std::vector<int32_t>& rows) {
+  if (rows.empty()) return Status::Ok();
+  Activations& a = *act_;
+  auto stream = static_cast<cudaStream_t>(stream_);
+  const size_t vocab_bytes = static_cast<size_t>(shape_.vocab) * sizeof(float);
+  // The step's logits on the device: [tp, dims.logit_rows, vocab_local] (tp 1: the local ones).
+  const auto* result = (shape_.tp > 1 ? a.gathered : a.local_logits).get<char>();
+  const size_t slice_pitch = static_cast<size_t>(dims.logit_rows) * vocab_bytes;
+  auto* host = a.host_logits.get<char>();
+  if (options_.return_logits) {  // every row: one copy, [tp, dims.logit_rows, vocab_local] as it is
+    return CudaStatus(cudaMemcpyAsync(host, result, shape_.tp * slice_pitch, cudaMemcpyDeviceToHost, stream),
+                      "logits download");
+  }
+  // Row r of every rank's slice, as [tp, vocab_local], into host row k: one 2-D copy per row.
+  for (size_t k = 0; k < rows.size(); ++k) {
+    RETURN_IF_ERROR(CudaStatus(
+        cudaMemcpy2DAsync(host + k * shape_.tp * vocab_bytes, vocab_bytes, result + rows[k] * vocab_bytes,
+                          slice_pitch, vocab_bytes, shape_.tp, cudaMemcpyDeviceToHost, stream),
+        "logits download"));
+  }
+  return Status::Ok();
 }
 
 Status CudaDecoder::WarmUpCollectives() {
@@ -564,7 +581,7 @@ Status CudaDecoder::WarmUpCollectives() {
   return WaitForStream();
 }
 
-Status CudaDecoder::Enqueue(const StepDims& d, Activations& a, bool copy_logits) {
+Status CudaDecoder::Enqueue(const StepDims& d, Activations& a) {
   const int T = d.tokens, S = d.sequences, W = d.table_width, R = d.logit_rows,
             max_context = d.max_context;
   const RankShape& s = shape_;
@@ -715,7 +732,6 @@ Status CudaDecoder::Enqueue(const StepDims& d, Activations& a, bool copy_logits)
         }));
     result = a.gathered.get<float>();
   }
-  const size_t result_bytes = local_count * s.tp * f32;
   if (rank0) {
     GreedyArgs greedy{.logits = result,
                       .rows = R,
@@ -729,11 +745,6 @@ Status CudaDecoder::Enqueue(const StepDims& d, Activations& a, bool copy_logits)
     RETURN_IF_ERROR(CudaStatus(cudaMemcpyAsync(a.host_tokens.get(), a.tokens.get(),
                                                sizeof(int32_t) * R, cudaMemcpyDeviceToHost, stream),
                                "sampled tokens download"));
-  }
-  if (copy_logits) {
-    RETURN_IF_ERROR(CudaStatus(
-        cudaMemcpyAsync(a.host_logits.get(), result, result_bytes, cudaMemcpyDeviceToHost, stream),
-        "logits download"));
   }
   return Status::Ok();
 }

@@ -32,7 +32,7 @@ struct CudaRankOptions {
   int max_tokens = 8192;
   int max_sequences = 256;  // also the most logit rows of a step
   int max_context = 8192;   // the longest context a step attends to (block tables ⌈this / block_size⌉ wide)
-  bool return_logits = true;  // false: no logits copy when every row is sampled on the device
+  bool return_logits = true;  // false: copy back only the rows the host samples (none when all are greedy)
   std::chrono::milliseconds wait_timeout{60000};  // a step that does not finish by then fails
   // CUDA graphs for pure decode steps of up to graph_max_batch sequences and graph_max_context
   // positions, one per (batch, context) bucket (model/cuda_graph_shapes.h), captured on first use.
@@ -86,7 +86,6 @@ class CudaDecoder final : public RankDecoder {
   };
   struct GraphKey {
     int batch = 0, context = 0;
-    bool copy_logits = false;
     auto operator<=>(const GraphKey&) const = default;
   };
   // Sampling bans the device takes per logit row; a row with more is sampled on the host.
@@ -99,21 +98,24 @@ class CudaDecoder final : public RankDecoder {
   Result<size_t> ReserveActivations(Activations& a, const StepDims& limits);
   // The step's shape against limits_: an error names what is over which limit.
   Status CheckLimits(const StepDims& dims, size_t ints) const;
-  // Enqueues the whole step on the stream: the op sequence, sampling and the copies to the host.
-  Status Enqueue(const StepDims& dims, Activations& a, bool copy_logits);
+  // Enqueues the whole step on the stream: the op sequence, rank 0's greedy sampling and its
+  // tokens' copy to the host (what a graph captures).
+  Status Enqueue(const StepDims& dims, Activations& a);
+  // Rank 0: after the step, copies `rows` of the logits to host_logits as [rows, tp, vocab_local].
+  Status EnqueueLogitsDownload(const StepDims& dims, const std::vector<int32_t>& rows);
   // Whether this step replays a graph, and which. Decided from what every rank holds alike (the
   // packed step, the trace flag, the communicator), so that all ranks replay or all run eagerly:
   // one eager rank would send other sizes to the collectives than its peers.
-  bool ChooseGraph(const PackedStep& packed, bool copy_logits, GraphKey* key);
+  bool ChooseGraph(const PackedStep& packed, GraphKey* key);
   int GraphWidth(int context) const {
     return (context + options_.block_size - 1) / options_.block_size;
   }
   // Captures the key's graph on first use, then launches it. After a capture every rank learns
   // whether all captured (one AllReduce); if any failed, graphs go off on every rank together and
   // the step runs eagerly.
-  Status LaunchGraph(const GraphKey& key, const StepDims& dims, bool copy_logits);
+  Status LaunchGraph(const GraphKey& key, const StepDims& dims);
   // Captures the step's op sequence into a graph (nothing runs).
-  Result<cudaGraphExec_t> Capture(const StepDims& dims, bool copy_logits);
+  Result<cudaGraphExec_t> Capture(const StepDims& dims);
   // Whether every rank passes `ok` (an eager AllReduce of one float); `ok` itself at TP=1.
   Result<bool> AllRanksOk(bool ok);
   void Log(const std::string& line) const {

@@ -327,5 +327,56 @@ TEST(CudaEngine, WithoutLogitsGreedyStepsGiveTheSameTokens) {
   EXPECT_EQ(tokens[0], tokens[1]);
 }
 
+// Without logits, rank 0 copies back only the rows the host samples (issue 26 item 8): a row with
+// a temperature gets its own logits and the same token as with every row copied, eagerly and from
+// graphs (where the copy runs after the replay), at TP=1 and at TP=2 over one-shot.
+TEST(CudaEngine, WithoutLogitsOnlyTheHostsRowsComeBackAndSampleAlike) {
+  SKIP_WITHOUT_GPU();
+  for (int tp : {1, 2}) {
+    for (bool graphs : {false, true}) {
+      EngineOptions options{.device = DeviceKind::kCuda, .tp = tp, .block_size = 4, .kv_cache_blocks = 512,
+                            .share_gpu = tp > 1, .cuda_graphs = graphs, .cuda_graph_max_batch = 8,
+                            .trace = !graphs};
+      options.allreduce = tp > 1 ? "oneshot" : "nccl";
+      auto all_rows = Engine::Create(testing::TinyModel(), options);
+      options.return_logits = false;
+      auto host_rows = Engine::Create(testing::TinyModel(), options);
+      ASSERT_TRUE(all_rows.ok()) << all_rows.status().ToString();
+      ASSERT_TRUE(host_rows.ok()) << host_rows.status().ToString();
+      Engine* engines[2] = {all_rows->get(), host_rows->get()};
+      std::vector<int32_t> tokens[2];
+      std::vector<std::vector<float>> sampled_row[2];  // row 1's logits per step
+      for (int e = 0; e < 2; ++e) {
+        std::vector<SequencePlan> seqs(3);
+        for (int i = 0; i < 3; ++i) {
+          const auto& prompt = Prompts()[i];
+          seqs[i] = SequencePlan{.sequence_id = i, .tokens = prompt, .start_position = 0,
+                                 .block_table = testing::AllocateBlocks(*engines[e], static_cast<int>(prompt.size()) + 6)};
+        }
+        seqs[1].sampling.temperature = 0.8f;
+        seqs[1].sampling.seed = 3;
+        const int vocab = engines[e]->config().vocab_size;
+        for (int step = 0; step < 6; ++step) {
+          auto result = engines[e]->Step(StepPlan{.step_id = step, .sequences = seqs});
+          ASSERT_TRUE(result.ok()) << result.status().ToString();
+          ASSERT_FALSE(result->logits.empty()) << "row 1 is sampled on the host";
+          sampled_row[e].emplace_back(result->logits.begin() + vocab, result->logits.begin() + 2 * vocab);
+          for (int i = 0; i < 3; ++i) {
+            tokens[e].push_back(result->tokens[i].id);
+            seqs[i].start_position += static_cast<int32_t>(seqs[i].tokens.size());
+            seqs[i].tokens = {result->tokens[i].id};
+            ++seqs[i].sampled_tokens;
+          }
+        }
+      }
+      EXPECT_EQ(tokens[1], tokens[0]) << "TP=" << tp << (graphs ? " graphs" : " eager");
+      for (size_t step = 0; step < sampled_row[0].size(); ++step) {
+        EXPECT_TRUE(testing::BitwiseEqual(sampled_row[1][step], sampled_row[0][step]))
+            << "TP=" << tp << (graphs ? " graphs" : " eager") << " step " << step;
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace tpserve

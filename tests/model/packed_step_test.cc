@@ -116,5 +116,13 @@ TEST(MoveManyBansToHost, RowsOverTheLimitGoToTheHostAndTheRestKeepTheirBansInOrd
   EXPECT_FALSE(plan.all_on_device());
 }
 
+TEST(HostLogitRows, EveryRowWhenLogitsAreWantedElseOnlyTheHostsRows) {
+  const DeviceSamplingPlan plan{.on_device = {1, 0, 1, 1, 0}, .banned_offsets = {0, 0, 0, 0, 0, 0}};
+  EXPECT_EQ(HostLogitRows(plan, /*return_logits=*/true), (std::vector<int32_t>{0, 1, 2, 3, 4}));
+  EXPECT_EQ(HostLogitRows(plan, /*return_logits=*/false), (std::vector<int32_t>{1, 4}));
+  const DeviceSamplingPlan all_on_device{.on_device = {1, 1}, .banned_offsets = {0, 0, 0}};
+  EXPECT_TRUE(HostLogitRows(all_on_device, false).empty());
+}
+
 }  // namespace
 }  // namespace tpserve
