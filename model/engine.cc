@@ -31,6 +31,7 @@ struct Engine::Rank {
 Engine::Engine(const ModelConfig& config, const EngineOptions& options)
     : config_(config),
       options_(options),
+      max_context_(options.max_context > 0 ? options.max_context : config.max_position_embeddings),
       sampling_pool_(static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, 8u)),
                      /*spin_iterations=*/0),
       ranks_trace_(options.trace) {}
@@ -42,6 +43,19 @@ Result<std::unique_ptr<Engine>> Engine::Create(const ModelDirectory& model,
   RETURN_IF_ERROR(CheckTensorParallel(c, options.tp));
   if (options.block_size < 1) return InvalidArgument("--block-size must be at least 1");
   if (options.kv_cache_mb < 0) return InvalidArgument("--kv-cache-mb must not be negative");
+  // serve and generate take the first from --max-batched-tokens, bench-decode from --max-step-tokens.
+  if (options.max_step_tokens < 1) {
+    return InvalidArgument("the step token limit (--max-batched-tokens, --max-step-tokens; EngineOptions::max_step_tokens) "
+                           "must be at least 1, not " + std::to_string(options.max_step_tokens));
+  }
+  if (options.max_step_sequences < 1) {
+    return InvalidArgument("the step sequence limit (--max-batch-size; EngineOptions::max_step_sequences) must be at "
+                           "least 1, not " + std::to_string(options.max_step_sequences));
+  }
+  if (options.max_context < 0) {
+    return InvalidArgument("the context limit (--max-model-len; EngineOptions::max_context) must not be negative, not " +
+                           std::to_string(options.max_context));
+  }
   ASSIGN_OR_RETURN(AllReduceMode allreduce, ParseAllReduceMode(options.allreduce));
   if (options.device == DeviceKind::kCpu && allreduce == AllReduceMode::kOneShot) {
     return InvalidArgument("--allreduce oneshot chooses among the CUDA backend's AllReduces; the CPU backend's "
@@ -77,7 +91,9 @@ std::string GroupFingerprint(const ModelDirectory& model, const EngineOptions& o
          (options.device == DeviceKind::kCuda ? "cuda" : "cpu") + "; tp " + std::to_string(options.tp) +
          "; block_size " + std::to_string(options.block_size) + "; linear_kernel " +
          cpu::LinearKernelName(options.linear_kernel) + "; group_timeout_ms " + std::to_string(options.group_timeout_ms) +
-         "; collective_timeout_ms " + std::to_string(options.collective_timeout_ms);
+         "; collective_timeout_ms " + std::to_string(options.collective_timeout_ms) + "; max_step_tokens " +
+         std::to_string(options.max_step_tokens) + "; max_step_sequences " + std::to_string(options.max_step_sequences) +
+         "; max_context " + std::to_string(options.max_context);
 }
 
 }  // namespace
@@ -193,6 +209,9 @@ Status Engine::CreateCudaRanks(const ModelDirectory& model) {
       .gpu_memory_utilization = options.gpu_memory_utilization,
       .trace = options.trace,
       .return_logits = options.return_logits,
+      .max_tokens_per_step = options.max_step_tokens,
+      .max_sequences_per_step = options.max_step_sequences,
+      .max_context = max_context_,
       .fault = options.fault,
       // 0 (never) as a year, which the module's waits can take as a plain timeout.
       .collective_timeout = options.collective_timeout_ms > 0
@@ -391,9 +410,25 @@ Status Engine::Fail(Status status) {
 Result<StepResult> Engine::Step(const StepPlan& plan) {
   if (!failure_.ok()) return failure_;
   // Check the plan before any rank sees it: a bad plan must fail alone.
+  const int tokens = plan.token_count();
+  if (tokens > options_.max_step_tokens) {
+    return InvalidArgument("step " + std::to_string(plan.step_id) + ": " + std::to_string(tokens) +
+                           " tokens, over the engine's step limit of " + std::to_string(options_.max_step_tokens) +
+                           " (max_step_tokens: split prompts into chunks)");
+  }
+  if (static_cast<int>(plan.sequences.size()) > options_.max_step_sequences) {
+    return InvalidArgument("step " + std::to_string(plan.step_id) + ": " + std::to_string(plan.sequences.size()) +
+                           " sequences, over the engine's step limit of " +
+                           std::to_string(options_.max_step_sequences) + " (max_step_sequences)");
+  }
   for (const SequencePlan& seq : plan.sequences) {
     if (seq.tokens.empty()) return InvalidArgument("sequence " + std::to_string(seq.sequence_id) + " has no tokens");
-    const int end = seq.start_position + static_cast<int>(seq.tokens.size());
+    const int64_t end = int64_t{seq.start_position} + static_cast<int64_t>(seq.tokens.size());
+    if (end > max_context_) {
+      return InvalidArgument("step " + std::to_string(plan.step_id) + ": sequence " + std::to_string(seq.sequence_id) +
+                             " needs " + std::to_string(end) + " positions, over the engine's context limit of " +
+                             std::to_string(max_context_) + " (max_context)");
+    }
     if (seq.start_position < 0 || static_cast<int>(seq.block_table.size()) * options_.block_size < end) {
       return InvalidArgument("sequence " + std::to_string(seq.sequence_id) + ": block table covers " +
                              std::to_string(seq.block_table.size() * options_.block_size) +

@@ -33,6 +33,13 @@ struct EngineOptions {
   // what --gpu-memory-utilization leaves after the weights).
   int kv_cache_mb = 0;
   int kv_cache_blocks = 0; // exact number of KV blocks (overrides kv_cache_mb when > 0)
+  // The largest step the engine takes, on either backend: Step refuses a plan beyond these before
+  // any rank sees it. The CUDA backend sizes its step buffers for them once, before the KV cache.
+  // serve sets them from its scheduler (--max-batched-tokens, --max-batch-size, --max-model-len).
+  int max_step_tokens = 8192;     // tokens in one step, prompt chunks and decode tokens together
+  int max_step_sequences = 256;   // sequences in one step
+  int max_context = 0;            // the largest start_position + tokens a step may reach (0: the
+                                  // model's max_position_embeddings)
   double gpu_memory_utilization = 0.9;  // CUDA: share of each GPU's memory tpserve may fill
   bool share_gpu = false;               // CUDA: every rank on one GPU (tests; rank-order sums)
   // CUDA: nccl | oneshot | auto, and auto's table (comm/allreduce_choice.h).
@@ -73,7 +80,8 @@ class Engine {
   // Runs one step on all ranks and samples each sequence that wants a token. Block tables must
   // come from block_pool(). The result's logits are valid until the next Step.
   //
-  // A plan that fails validation fails alone. A step that fails on any rank (an error, an
+  // A plan that fails validation fails alone: over max_step_tokens, max_step_sequences or
+  // max_context, a block table too short or out of range, a token outside the vocabulary. A step that fails on any rank (an error, an
   // exception, a collective that timed out) fails the engine: the ranks' communicators are
   // aborted so that peers stop waiting, and this and every later Step returns the first error
   // (the ranks' state is no longer consistent; the process must be restarted). A rank still
@@ -97,6 +105,9 @@ class Engine {
   int block_size() const { return options_.block_size; }
   int tp() const { return options_.tp; }
   int threads_per_rank() const { return threads_per_rank_; }
+  int max_step_tokens() const { return options_.max_step_tokens; }
+  int max_step_sequences() const { return options_.max_step_sequences; }
+  int max_context() const { return max_context_; }
   const ModelConfig& config() const { return config_; }
   size_t weight_bytes_per_rank() const { return weight_bytes_per_rank_; }
 
@@ -116,6 +127,7 @@ class Engine {
   ModelConfig config_;
   EngineOptions options_;
   int threads_per_rank_ = 1;
+  int max_context_ = 0;  // options_.max_context, or the model's max_position_embeddings
   size_t weight_bytes_per_rank_ = 0;
   std::unique_ptr<KvBlockPool> block_pool_;
   std::unique_ptr<ProcessGroup> process_group_;  // multi-process TP only

@@ -1,5 +1,6 @@
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
@@ -49,7 +50,15 @@ int Run(const GenerateOptions& options) {
     spdlog::error("generate: --prompt: {}", prompt.status().message());
     return 1;
   }
-  auto engine = CreateEngineOnDevice(*model, options.engine);
+  // The Generator's steps: at most --max-batched-tokens tokens, every copy of the prompt, and the
+  // prompt and its tokens (the Generator refuses more than the model's context by name).
+  EngineOptions engine_options = options.engine;
+  engine_options.max_step_tokens = options.generation.max_batched_tokens;
+  engine_options.max_step_sequences = options.batch;
+  engine_options.max_context =
+      static_cast<int>(std::min<int64_t>(static_cast<int64_t>(prompt->size()) + options.max_tokens,
+                                         model->config.max_position_embeddings));
+  auto engine = CreateEngineOnDevice(*model, engine_options);
   if (!engine.ok()) {
     spdlog::error("generate: {}", engine.status().ToString());
     return 1;

@@ -166,17 +166,23 @@ int Run(const ServeOptions& options) {
     spdlog::error("serve: {}", access.status().message());
     return 1;
   }
+  EngineLoopOptions loop_options = options.loop;
+  if (loop_options.max_model_len <= 0 || loop_options.max_model_len > model->config.max_position_embeddings) {
+    loop_options.max_model_len = model->config.max_position_embeddings;
+  }
+  // The engine's step limits are the scheduler's: its steps never hold more than
+  // --max-batched-tokens tokens (decode rows included) or --max-batch-size sequences, nor reach
+  // past --max-model-len; the CUDA backend sizes its step buffers for no more.
   EngineOptions engine_options = options.engine;
+  engine_options.max_step_tokens = loop_options.scheduler.max_batched_tokens;
+  engine_options.max_step_sequences = loop_options.scheduler.max_batch_size;
+  engine_options.max_context = loop_options.max_model_len;
   auto engine = CreateEngineOnDevice(*model, engine_options);
   if (!engine.ok()) {
     spdlog::error("serve: {}", engine.status().ToString());
     return 1;
   }
   if ((*engine)->follower()) return RunFollowerUntilShutdown("serve", **engine);
-  EngineLoopOptions loop_options = options.loop;
-  if (loop_options.max_model_len <= 0 || loop_options.max_model_len > model->config.max_position_embeddings) {
-    loop_options.max_model_len = model->config.max_position_embeddings;
-  }
   ServerMetrics metrics;
   EngineLoop loop(engine->get(), &model->tokenizer, loop_options, &metrics);
   ServiceLimits limits{.max_model_len = loop_options.max_model_len,
