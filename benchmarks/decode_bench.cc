@@ -44,9 +44,12 @@ Result<std::unique_ptr<Engine>> CreateBenchEngine(const ModelDirectory& model, c
   }
   const int max_batch = *std::max_element(o.batch.begin(), o.batch.end());
   const int max_context = *std::max_element(o.context.begin(), o.context.end());
-  const int blocks_per_sequence = (max_context + o.decode_steps + 1 + engine_options.block_size - 1) /
-                                  engine_options.block_size;
+  const int max_positions = max_context + o.decode_steps + 1;
+  const int blocks_per_sequence = (max_positions + engine_options.block_size - 1) / engine_options.block_size;
   engine_options.kv_cache_blocks = max_batch * blocks_per_sequence;
+  engine_options.max_step_tokens = o.max_step_tokens;
+  engine_options.max_step_sequences = max_batch;
+  engine_options.max_context = max_positions;
   return Engine::Create(model, engine_options);
 }
 
@@ -71,7 +74,9 @@ Result<DecodeBenchRow> MeasureOne(Engine& engine, const ModelDirectory& model, c
       }
     }
   } free_blocks{engine, seqs};
-  ASSIGN_OR_RETURN(StepResult prefill, engine.Step(StepPlan{.step_id = 0, .sequences = seqs}));
+  // Within the engine's step limit, as serve fills prompts (batch × context tokens can exceed it).
+  const std::vector<StepPlan> prefill = ChunkedPrefill(seqs, engine.max_step_tokens(), 0);
+  for (const StepPlan& plan : prefill) RETURN_IF_ERROR(engine.Step(plan).status());
 
   std::vector<double> step_ms, compute_ms, comm_ms, host_ms, allreduce_us;
   std::map<std::string, std::vector<double>> op_ms;  // per op: one sum per step
@@ -81,7 +86,8 @@ Result<DecodeBenchRow> MeasureOne(Engine& engine, const ModelDirectory& model, c
       seqs[b].start_position += static_cast<int32_t>(seqs[b].tokens.size());
       seqs[b].tokens = {(b * 31 + step * 17) % 100000};  // fixed inputs: timing, not text
     }
-    ASSIGN_OR_RETURN(StepResult result, engine.Step(StepPlan{.step_id = step, .sequences = seqs}));
+    const int64_t step_id = static_cast<int64_t>(prefill.size()) + step - 1;
+    ASSIGN_OR_RETURN(StepResult result, engine.Step(StepPlan{.step_id = step_id, .sequences = seqs}));
     const StepTrace& trace = result.trace;
     const RankTrace& slowest = trace.ranks[trace.SlowestRank()];
     step_ms.push_back(trace.step_ns * 1e-6);
@@ -143,13 +149,65 @@ Result<double> MeasureReadBandwidth(const ModelConfig& config, const DecodeBench
   return cpu::MeasureMemoryBandwidth(std::max<size_t>(size_t{1} << 30, twice_weights), 5, &pool).read_gb_per_s;
 }
 
+// Tokens/s over the batch-1 row of the same kernel, tp and context among `rows` (0: none).
+double VsBatch1(const std::vector<DecodeBenchRow>& rows, const DecodeBenchRow& row) {
+  double vs_batch1 = 0;
+  for (const DecodeBenchRow& single : rows) {
+    if (single.batch == 1 && single.kernel == row.kernel && single.tp == row.tp && single.context == row.context) {
+      vs_batch1 = row.tokens_per_s / single.tokens_per_s;
+    }
+  }
+  return vs_batch1;
+}
+
+nlohmann::json RowJson(const DecodeBenchRow& row) {
+  return {{"kernel", cpu::LinearKernelName(row.kernel)}, {"tp", row.tp}, {"batch", row.batch},
+          {"context", row.context}, {"step_ms", row.step_ms},
+          {"tokens_per_s", row.tokens_per_s}, {"vs_batch1", row.vs_batch1},
+          {"compute_ms", row.compute_ms},
+          {"comm_ms", row.comm_ms}, {"host_ms", row.host_ms},
+          {"comm_share", row.comm_share}, {"allreduce_bytes", row.allreduce_bytes},
+          {"allreduce_us", row.allreduce_us}, {"weight_bytes", row.weight_bytes},
+          {"ceiling_tokens_per_s", row.ceiling_tokens_per_s},
+          {"fraction_of_ceiling", row.fraction_of_ceiling}, {"op_ms", row.op_ms}};
+}
+
 }  // namespace
 
-Result<DecodeBenchReport> RunDecodeBench(const DecodeBenchOptions& o) {
+std::vector<StepPlan> ChunkedPrefill(const std::vector<SequencePlan>& sequences, int max_step_tokens,
+                                     int64_t first_step_id) {
+  std::vector<StepPlan> steps;
+  size_t next = 0;  // the sequence whose prompt is being fed
+  size_t fed = 0;   // of its tokens
+  while (next < sequences.size()) {
+    StepPlan plan{.step_id = first_step_id + static_cast<int64_t>(steps.size())};
+    int budget = std::max(1, max_step_tokens);
+    while (next < sequences.size() && budget > 0) {
+      const SequencePlan& seq = sequences[next];
+      const size_t chunk = std::min<size_t>(budget, seq.tokens.size() - fed);
+      SequencePlan part = seq;
+      part.tokens.assign(seq.tokens.begin() + fed, seq.tokens.begin() + fed + chunk);
+      part.start_position = seq.start_position + static_cast<int32_t>(fed);
+      fed += chunk;
+      part.want_logits = seq.want_logits && fed == seq.tokens.size();
+      budget -= static_cast<int>(chunk);
+      if (!part.tokens.empty()) plan.sequences.push_back(std::move(part));
+      if (fed == seq.tokens.size()) {
+        ++next;
+        fed = 0;
+      }
+    }
+    steps.push_back(std::move(plan));
+  }
+  return steps;
+}
+
+Result<DecodeBenchReport> RunDecodeBench(const DecodeBenchOptions& o, const DecodeBenchRowCallback& on_row) {
   if (o.batch.empty() || o.context.empty() || o.tp.empty()) return InvalidArgument("--tp, --batch and --context need values");
   for (int context : o.context) {
     if (context < 1) return InvalidArgument("--context values must be at least 1");
   }
+  if (o.max_step_tokens < 1) return InvalidArgument("--max-step-tokens must be at least 1");
   ASSIGN_OR_RETURN(ModelDirectory model, OpenModel(o.model));
   DecodeBenchReport report;
   report.device = o.device;
@@ -187,18 +245,14 @@ Result<DecodeBenchReport> RunDecodeBench(const DecodeBenchOptions& o) {
             report.trace_overhead = Median(traced) / report.untraced_step_ms - 1;
           }
           report.rows.push_back(row);
+          report.rows.back().vs_batch1 = VsBatch1(report.rows, report.rows.back());
+          if (on_row) on_row(report, report.rows.back());
         }
       }
     }
   }
-  for (DecodeBenchRow& row : report.rows) {
-    for (const DecodeBenchRow& single : report.rows) {
-      if (single.batch == 1 && single.kernel == row.kernel && single.tp == row.tp &&
-          single.context == row.context) {
-        row.vs_batch1 = row.tokens_per_s / single.tokens_per_s;
-      }
-    }
-  }
+  // A batch-1 row measured after the others (--batch 8,1) counts too.
+  for (DecodeBenchRow& row : report.rows) row.vs_batch1 = VsBatch1(report.rows, row);
   return report;
 }
 
@@ -265,17 +319,13 @@ std::string DecodeBenchJson(const DecodeBenchReport& r) {
                         {"read_gb_per_s", r.read_gb_per_s}, {"threads", r.threads},
                         {"untraced_step_ms", r.untraced_step_ms}, {"trace_overhead", r.trace_overhead},
                         {"rows", nlohmann::json::array()}};
-  for (const auto& row : r.rows) {
-    out["rows"].push_back({{"kernel", cpu::LinearKernelName(row.kernel)}, {"tp", row.tp}, {"batch", row.batch},
-                           {"context", row.context}, {"step_ms", row.step_ms},
-                           {"tokens_per_s", row.tokens_per_s}, {"vs_batch1", row.vs_batch1},
-                           {"compute_ms", row.compute_ms},
-                           {"comm_ms", row.comm_ms}, {"host_ms", row.host_ms},
-                           {"comm_share", row.comm_share}, {"allreduce_bytes", row.allreduce_bytes},
-                           {"allreduce_us", row.allreduce_us}, {"weight_bytes", row.weight_bytes},
-                           {"ceiling_tokens_per_s", row.ceiling_tokens_per_s},
-                           {"fraction_of_ceiling", row.fraction_of_ceiling}, {"op_ms", row.op_ms}});
-  }
+  for (const auto& row : r.rows) out["rows"].push_back(RowJson(row));
+  return out.dump();
+}
+
+std::string DecodeBenchRowJson(const DecodeBenchReport& r, const DecodeBenchRow& row) {
+  nlohmann::json out = RowJson(row);
+  out["device"] = DeviceKindName(r.device);
   return out.dump();
 }
 

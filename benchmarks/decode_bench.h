@@ -3,6 +3,7 @@
 // (weight bytes read per step / DRAM read bandwidth with the same threads).
 #pragma once
 
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -14,6 +15,7 @@
 #include "common/status.h"
 #include "model/model_config.h"
 #include "model/model_directory.h"
+#include "model/step_plan.h"
 
 namespace tpserve {
 
@@ -23,6 +25,9 @@ struct DecodeBenchOptions {
   std::vector<int> batch = {1, 8, 32};
   std::vector<int> context = {32};  // tokens already in the KV cache when decoding starts
   int decode_steps = 32;
+  // The engine's step limit (EngineOptions::max_step_tokens): the contexts are filled in prefill
+  // steps of at most this many tokens in all, as serve's scheduler fills prompts.
+  int max_step_tokens = 8192;
   int threads = 0;  // 0: every core
   DeviceKind device = DeviceKind::kCpu;  // resolved (never auto)
   bool share_gpu = false;                // CUDA: every rank on GPU 0 (TP > 1 on a one-GPU machine)
@@ -34,6 +39,7 @@ struct DecodeBenchOptions {
   int collective_timeout_ms = 60000;     // the engine's (0: no timeouts; the safety-net benchmark)
   std::vector<cpu::LinearKernel> kernels = {cpu::BestLinearKernel()};  // compared in one run
   bool json = false;
+  bool jsonl = false;          // also each row as one JSON line on stderr as soon as it is measured
   std::string plot;            // --plot FILE.svg|png
   bool trace_overhead = true;  // also time the first point with per-op tracing off
 };
@@ -71,9 +77,22 @@ struct DecodeBenchReport {
   std::vector<DecodeBenchRow> rows;
 };
 
-Result<DecodeBenchReport> RunDecodeBench(const DecodeBenchOptions& options);
+// Called with each row as soon as it is measured (its vs_batch1 against the rows measured before
+// it), and with the report so far (device, model, ceiling).
+using DecodeBenchRowCallback = std::function<void(const DecodeBenchReport& report, const DecodeBenchRow& row)>;
+
+Result<DecodeBenchReport> RunDecodeBench(const DecodeBenchOptions& options, const DecodeBenchRowCallback& on_row = {});
 std::string FormatDecodeBench(const DecodeBenchReport& report);
 std::string DecodeBenchJson(const DecodeBenchReport& report);
+// One row as DecodeBenchJson writes it in "rows", plus the report's "device": a line of --jsonl.
+std::string DecodeBenchRowJson(const DecodeBenchReport& report, const DecodeBenchRow& row);
+
+// The prefill steps that feed each sequence's `tokens` from its start_position, in plan order, with
+// at most max_step_tokens tokens per step in all: as the server's scheduler does, a step may hold
+// the end of one prompt and the start of the next, and only a prompt's last chunk keeps the
+// sequence's want_logits. Step ids count up from first_step_id.
+std::vector<StepPlan> ChunkedPrefill(const std::vector<SequencePlan>& sequences, int max_step_tokens,
+                                     int64_t first_step_id);
 // Stacked compute / comm / host milliseconds per decode step, one bar per (tp, batch).
 StackedBarChart DecodeBreakdownChart(const DecodeBenchReport& report);
 

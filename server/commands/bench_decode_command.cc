@@ -20,6 +20,11 @@ void AddBenchDecodeCommand(CLI::App& app, CommandAction* action) {
   cmd->add_option("--context", options->context, "Context lengths (tokens in the KV cache), e.g. 32,512,2048")
       ->delimiter(',')->capture_default_str();
   cmd->add_option("--steps", options->decode_steps, "Decode steps per point (median reported)")->capture_default_str();
+  cmd->add_option("--max-step-tokens", options->max_step_tokens,
+                  "The engine's step limit (serve's --max-batched-tokens): the contexts are filled in prefill "
+                  "steps of at most this many tokens")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   cmd->add_option("--threads", options->threads, "Compute threads in all (0: every core)")->capture_default_str();
   AddDeviceFlag(cmd, &options->device);
   cmd->add_flag("--share-gpu", options->share_gpu,
@@ -45,6 +50,9 @@ void AddBenchDecodeCommand(CLI::App& app, CommandAction* action) {
          "Linear kernels to compare in one run, e.g. amx,avx512 (default: the fastest on this CPU)")
       ->delimiter(',');
   cmd->add_flag("--json", options->json, "Print one JSON object (schema: docs/API.md)");
+  cmd->add_flag("--jsonl", options->jsonl,
+                "Also print each row on stderr as soon as it is measured: one JSON object per line, the keys "
+                "of --json's rows plus \"device\"");
   cmd->add_option("--plot", options->plot, "Write the stacked compute/comm/host chart (FILE.svg or FILE.png)");
   cmd->callback([options, action] {
     *action = [options] {
@@ -54,7 +62,14 @@ void AddBenchDecodeCommand(CLI::App& app, CommandAction* action) {
         return 1;
       }
       options->device = *device;
-      auto report = RunDecodeBench(*options);
+      DecodeBenchRowCallback on_row;
+      if (options->jsonl) {
+        on_row = [](const DecodeBenchReport& report, const DecodeBenchRow& row) {
+          std::fprintf(stderr, "%s\n", DecodeBenchRowJson(report, row).c_str());
+          std::fflush(stderr);
+        };
+      }
+      auto report = RunDecodeBench(*options, on_row);
       if (!report.ok()) {
         spdlog::error("bench-decode: {}", report.status().ToString());
         return 1;
