@@ -19,8 +19,12 @@ Result<PackedStep> PackStep(const StepPlan& plan, int block_size) {
   if (block_size < 1) return InvalidArgument("block size must be at least 1, got " + std::to_string(block_size));
   PackedStep packed;
   packed.num_sequences = static_cast<int>(plan.sequences.size());
+  // Only the blocks a sequence's positions reach: a scheduler may allocate ahead, and the table's
+  // width decides the GPU's limits check and its graph's context bucket.
   for (const SequencePlan& s : plan.sequences) {
-    packed.block_table_width = std::max(packed.block_table_width, static_cast<int>(s.block_table.size()));
+    const int64_t end = int64_t{std::max(s.start_position, 0)} + static_cast<int64_t>(s.tokens.size());
+    const int64_t needed = std::min<int64_t>((end + block_size - 1) / block_size, s.block_table.size());
+    packed.block_table_width = std::max(packed.block_table_width, static_cast<int>(needed));
   }
   packed.query_start.push_back(0);
   for (int index = 0; index < packed.num_sequences; ++index) {
@@ -48,7 +52,7 @@ Result<PackedStep> PackStep(const StepPlan& plan, int block_size) {
     }
     packed.query_start.push_back(static_cast<int32_t>(packed.token_ids.size()));
     packed.context_lengths.push_back(static_cast<int32_t>(end));
-    std::vector<int32_t> row(s.block_table.begin(), s.block_table.end());
+    std::vector<int32_t> row(s.block_table.begin(), s.block_table.begin() + blocks_needed);
     row.resize(packed.block_table_width, -1);
     packed.block_tables.insert(packed.block_tables.end(), row.begin(), row.end());
     if (s.want_logits) packed.logit_tokens.push_back(packed.query_start.back() - 1);

@@ -16,7 +16,7 @@ namespace tpserve {
 struct PackedStep {
   int num_tokens = 0;
   int num_sequences = 0;
-  int block_table_width = 0;  // the longest block table of the step
+  int block_table_width = 0;  // the most KV blocks a sequence of the step reaches
 
   std::vector<int32_t> token_ids;        // [num_tokens]
   std::vector<int32_t> positions;        // [num_tokens]
@@ -24,7 +24,8 @@ struct PackedStep {
   std::vector<int32_t> token_sequence;   // [num_tokens] index of the token's sequence in the plan
   std::vector<int32_t> query_start;      // [num_sequences + 1] first token of each sequence; last = num_tokens
   std::vector<int32_t> context_lengths;  // [num_sequences] KV positions each sequence attends to
-  std::vector<int32_t> block_tables;     // [num_sequences, block_table_width] row-major, padded with -1
+  std::vector<int32_t> block_tables;     // [num_sequences, block_table_width] row-major: the blocks each
+                                         // sequence's positions reach, padded with -1
   std::vector<int32_t> logit_tokens;     // [logit rows] the token whose logits each row returns
 
   // Every array above, concatenated in declaration order: one host-to-device copy.

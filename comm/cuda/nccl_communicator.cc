@@ -33,7 +33,13 @@ class NcclCommunicator final : public DeviceCommunicator {
   NcclCommunicator(ncclComm_t comm, int rank, int world_size, std::shared_ptr<LocalGroup> local)
       : comm_(comm), rank_(rank), world_size_(world_size), local_(std::move(local)) {}
   ~NcclCommunicator() override {
-    if (!aborted_) ncclCommDestroy(comm_);
+    if (aborted_) return;
+    // Destroying flushes against the peers; after a peer aborted, abort instead.
+    if (local_->aborted_by.load() >= 0) {
+      ncclCommAbort(comm_);
+    } else {
+      ncclCommDestroy(comm_);
+    }
   }
 
   int rank() const override { return rank_; }
@@ -41,24 +47,33 @@ class NcclCommunicator final : public DeviceCommunicator {
   std::string name() const override { return "nccl " + NcclVersion(); }
 
   Status AllReduceSum(void* data, size_t count, DeviceDtype dtype, void* stream) override {
+    RETURN_IF_ERROR(Usable());
     return NcclStatus(ncclAllReduce(data, data, count, NcclType(dtype), ncclSum, comm_,
                                     static_cast<cudaStream_t>(stream)),
                       "rank " + std::to_string(rank_) + " ncclAllReduce");
   }
   Status AllGather(const void* input, void* output, size_t count, DeviceDtype dtype, void* stream) override {
+    RETURN_IF_ERROR(Usable());
     return NcclStatus(ncclAllGather(input, output, count, NcclType(dtype), comm_, static_cast<cudaStream_t>(stream)),
                       "rank " + std::to_string(rank_) + " ncclAllGather");
   }
   Status AsyncError() override {
+    RETURN_IF_ERROR(Usable());
+    ncclResult_t async = ncclSuccess;
+    RETURN_IF_ERROR(NcclStatus(ncclCommGetAsyncError(comm_, &async), "ncclCommGetAsyncError"));
+    return NcclStatus(async, "rank " + std::to_string(rank_) + " NCCL asynchronous error");
+  }
+  // Unavailable once this rank or an in-process peer aborted (an aborted communicator is freed:
+  // no call may reach NCCL with it).
+  Status Usable() const {
     if (aborted_) return Status(StatusCode::kUnavailable, "rank " + std::to_string(rank_) + ": NCCL communicator aborted");
     if (const int by = local_->aborted_by.load(); by >= 0) {
       return Status(StatusCode::kUnavailable,
                     "rank " + std::to_string(rank_) + ": rank " + std::to_string(by) + " aborted the NCCL group");
     }
-    ncclResult_t async = ncclSuccess;
-    RETURN_IF_ERROR(NcclStatus(ncclCommGetAsyncError(comm_, &async), "ncclCommGetAsyncError"));
-    return NcclStatus(async, "rank " + std::to_string(rank_) + " NCCL asynchronous error");
+    return Status::Ok();
   }
+
   void Abort() override {
     if (aborted_) return;
     aborted_ = true;

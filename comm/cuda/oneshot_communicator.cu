@@ -9,6 +9,7 @@
 #include "comm/cuda/oneshot_communicator.h"
 #include "comm/cuda/rank_order_sum.cuh"
 #include "kernels/cuda/cuda_status.h"
+#include "kernels/cuda/preload.cuh"
 #include "kernels/cuda/row_norm.cuh"
 
 namespace tpserve::cuda {
@@ -360,6 +361,11 @@ Result<std::vector<std::unique_ptr<DeviceCommunicator>>> CreateOneShotGroup(
   for (int r = 0; r < ranks; ++r)
     comms.push_back(std::make_unique<OneShotCommunicator>(group, r, std::move(fallback[r])));
   return Result<std::vector<std::unique_ptr<DeviceCommunicator>>>(std::move(comms));
+}
+
+Status PreloadOneShotKernels() {
+  return PreloadKernels("one-shot", OneShotAllReduceKernel<float>, OneShotAllReduceKernel<__nv_bfloat16>,
+                        OneShotAllGatherKernel<float>, OneShotAllGatherKernel<uint16_t>, OneShotAddRmsNormKernel);
 }
 
 }  // namespace tpserve::cuda

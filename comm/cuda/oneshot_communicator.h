@@ -38,4 +38,7 @@ Result<std::vector<std::unique_ptr<DeviceCommunicator>>> CreateOneShotGroup(
     const std::vector<int>& devices, std::vector<std::unique_ptr<DeviceCommunicator>> fallback,
     const OneShotOptions& options);
 
+// Loads the one-shot kernels now (kernels/cuda/preload.cuh says why).
+Status PreloadOneShotKernels();
+
 }  // namespace tpserve::cuda

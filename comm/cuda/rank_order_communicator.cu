@@ -8,6 +8,7 @@
 #include "comm/cuda/rank_order_communicator.h"
 #include "comm/cuda/rank_order_sum.cuh"
 #include "kernels/cuda/cuda_status.h"
+#include "kernels/cuda/preload.cuh"
 
 namespace tpserve::cuda {
 namespace {
@@ -177,6 +178,10 @@ Result<std::vector<std::unique_ptr<DeviceCommunicator>>> CreateRankOrderGroup(in
     group.push_back(std::move(comm));
   }
   return Result<std::vector<std::unique_ptr<DeviceCommunicator>>>(std::move(group));
+}
+
+Status PreloadRankOrderKernels() {
+  return PreloadKernels("rank-order sum", RankOrderSumKernel<float>, RankOrderSumKernel<__nv_bfloat16>);
 }
 
 }  // namespace tpserve::cuda

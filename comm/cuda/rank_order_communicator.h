@@ -18,4 +18,7 @@ namespace tpserve::cuda {
 Result<std::vector<std::unique_ptr<DeviceCommunicator>>> CreateRankOrderGroup(int ranks, int device,
                                                                               std::chrono::milliseconds timeout);
 
+// Loads the rank-order sum kernels now (kernels/cuda/preload.cuh says why).
+Status PreloadRankOrderKernels();
+
 }  // namespace tpserve::cuda

@@ -5,6 +5,7 @@
 
 #include "kernels/cuda/attention.h"
 #include "kernels/cuda/cuda_status.h"
+#include "kernels/cuda/preload.cuh"
 
 namespace tpserve::cuda {
 namespace {
@@ -136,5 +137,7 @@ Status PagedAttention(const PagedAttentionArgs& args, void* stream) {
   }
   return LaunchStatus("PagedAttention");
 }
+
+Status PreloadAttentionKernels() { return PreloadKernels("attention", PartitionKernel, CombineKernel); }
 
 }  // namespace tpserve::cuda

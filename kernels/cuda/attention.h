@@ -69,4 +69,7 @@ inline int PagedAttentionChunkTokens(size_t scratch_floats, int heads, int head_
 
 Status PagedAttention(const PagedAttentionArgs& args, void* stream);
 
+// Loads the attention kernels now (kernels/cuda/preload.cuh says why).
+Status PreloadAttentionKernels();
+
 }  // namespace tpserve::cuda

@@ -2,8 +2,9 @@
 
 #include <string>
 
-#include "kernels/cuda/cuda_status.h"
 #include "kernels/cuda/ops.h"
+#include "kernels/cuda/cuda_status.h"
+#include "kernels/cuda/preload.cuh"
 #include "kernels/cuda/row_norm.cuh"
 
 namespace tpserve::cuda {
@@ -182,6 +183,12 @@ Status GatherRows(const float* x, const int32_t* rows, float* out, int count, in
   if (count == 0) return Status::Ok();
   GatherRowsKernel<<<count, 256, 0, AsStream(stream)>>>(x, rows, out, n);
   return LaunchStatus("GatherRows");
+}
+
+Status PreloadOpsKernels() {
+  return PreloadKernels("element-wise and norm", RmsNormKernel, AddRmsNormKernel, SiluMulKernel, RopeKernel,
+                        EmbeddingGatherKernel, CastToBf16Kernel, AddBiasKernel, SiluMulRowsKernel, WriteKvKernel,
+                        GatherRowsKernel);
 }
 
 }  // namespace tpserve::cuda

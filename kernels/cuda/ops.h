@@ -64,4 +64,7 @@ Status WriteKv(const float* qkv, int row_stride, int k_offset, int v_offset, int
 //   x: [tokens, n] f32; rows: [count] int32; out: [count, n] f32.
 Status GatherRows(const float* x, const int32_t* rows, float* out, int count, int n, void* stream);
 
+// Loads these kernels now (kernels/cuda/preload.cuh says why).
+Status PreloadOpsKernels();
+
 }  // namespace tpserve::cuda

@@ -3,8 +3,9 @@
 #include <climits>
 #include <string>
 
-#include "kernels/cuda/cuda_status.h"
 #include "kernels/cuda/sampling.h"
+#include "kernels/cuda/cuda_status.h"
+#include "kernels/cuda/preload.cuh"
 
 namespace tpserve::cuda {
 namespace {
@@ -63,5 +64,7 @@ Status GreedySample(const GreedyArgs& args, void* stream) {
   GreedyKernel<<<args.rows, kThreads, 0, static_cast<cudaStream_t>(stream)>>>(args);
   return LaunchStatus("GreedySample");
 }
+
+Status PreloadSamplingKernels() { return PreloadKernels("greedy sampling", GreedyKernel); }
 
 }  // namespace tpserve::cuda

@@ -27,4 +27,7 @@ struct GreedyArgs {
 
 Status GreedySample(const GreedyArgs& args, void* stream);
 
+// Loads the sampling kernel now (kernels/cuda/preload.cuh says why).
+Status PreloadSamplingKernels();
+
 }  // namespace tpserve::cuda

@@ -9,6 +9,8 @@
 #include <functional>
 #include <thread>
 
+#include "comm/cuda/oneshot_communicator.h"
+#include "comm/cuda/rank_order_communicator.h"
 #include "kernels/cuda/attention.h"
 #include "kernels/cuda/ops.h"
 #include "kernels/cuda/sampling.h"
@@ -154,6 +156,11 @@ Result<std::unique_ptr<CudaDecoder>> CudaDecoder::Create(const ModelConfig& conf
                                                          const RankWeights& weights,
                                                          std::unique_ptr<DeviceCommunicator> comm,
                                                          const CudaRankOptions& options) {
+  if (options.max_tokens < 1 || options.max_sequences < 1 || options.max_context < 1) {
+    return InvalidArgument("the CUDA decoder's step limits must be positive: " + std::to_string(options.max_tokens) +
+                           " tokens, " + std::to_string(options.max_sequences) + " sequences, context " +
+                           std::to_string(options.max_context));
+  }
   RETURN_IF_ERROR(CudaStatus(cudaSetDevice(options.device),
                              "cudaSetDevice(" + std::to_string(options.device) + ")"));
   std::unique_ptr<CudaDecoder> decoder(
@@ -189,11 +196,6 @@ Result<std::unique_ptr<CudaDecoder>> CudaDecoder::Create(const ModelConfig& conf
     }
     decoder->Log(line);
   }
-  if (options.max_tokens < 1 || options.max_sequences < 1 || options.max_context < 1) {
-    return InvalidArgument("the CUDA decoder's step limits must be positive: " + std::to_string(options.max_tokens) +
-                           " tokens, " + std::to_string(options.max_sequences) + " sequences, context " +
-                           std::to_string(options.max_context));
-  }
   const int rows = std::min(options.max_sequences, max);
   decoder->limits_ = StepDims{.tokens = max,
                               .sequences = rows,
@@ -201,6 +203,7 @@ Result<std::unique_ptr<CudaDecoder>> CudaDecoder::Create(const ModelConfig& conf
                               .logit_rows = rows,
                               .max_context = decoder->GraphWidth(options.max_context) * options.block_size};
   ASSIGN_OR_RETURN(decoder->step_buffer_bytes_, decoder->ReserveActivations(*decoder->act_, decoder->limits_));
+  RETURN_IF_ERROR(decoder->LoadKernels());
   if (options.cuda_graphs) {
     const int max_context = std::min(options.graph_max_context, options.max_context);
     decoder->graph_batches_ = CudaGraphBatchSizes(std::min(options.graph_max_batch, rows));
@@ -261,7 +264,9 @@ Status CudaDecoder::AllocateKvCache(int num_blocks) {
   return Status::Ok();
 }
 
-Status CudaDecoder::WaitForStream() {
+Status CudaDecoder::WaitForStream() { return WaitForStream(options_.wait_timeout); }
+
+Status CudaDecoder::WaitForStream(std::chrono::milliseconds timeout) {
   auto stream = static_cast<cudaStream_t>(stream_);
   RETURN_IF_ERROR(CudaStatus(cudaEventRecord(finished_, stream), "cudaEventRecord"));
   const auto start = std::chrono::steady_clock::now();
@@ -291,12 +296,12 @@ Status CudaDecoder::WaitForStream() {
       }
       next_comm_check = now + std::chrono::milliseconds(5);
     }
-    if (now - start > options_.wait_timeout) {
+    if (now - start > timeout) {
       if (comm_ != nullptr) comm_->Abort();
       return Status(
           StatusCode::kDeadlineExceeded,
           "rank " + std::to_string(shape_.rank) + " on cuda:" + std::to_string(options_.device) +
-              ": the step did not finish within " + std::to_string(options_.wait_timeout.count()) +
+              ": the step did not finish within " + std::to_string(timeout.count()) +
               " ms (a stalled collective or kernel); the communicator was aborted");
     }
     // Decode steps take milliseconds: yield first, then sleep briefly.
@@ -335,14 +340,14 @@ Result<size_t> CudaDecoder::ReserveActivations(Activations& a, const StepDims& d
   RETURN_IF_ERROR(device(a.last, f32 * R * h, "activations"));
   RETURN_IF_ERROR(device(a.last_bf16, bf16 * R * h, "activations"));
   RETURN_IF_ERROR(device(a.local_logits, f32 * R * s.vocab, "logits"));
-  RETURN_IF_ERROR(device(a.gathered, f32 * s.tp * R * s.vocab, "logits"));
-  RETURN_IF_ERROR(device(a.tokens, i32 * R, "sampled tokens"));
+  if (s.tp > 1) RETURN_IF_ERROR(device(a.gathered, f32 * s.tp * R * s.vocab, "logits"));
+  if (s.rank == 0) RETURN_IF_ERROR(device(a.tokens, i32 * R, "sampled tokens"));
   RETURN_IF_ERROR(device(a.agree, f32, "rank agreement"));
   // PackedStep::Concatenated(), then rank 0's sampling bans (offsets and ids).
   step_ints_capacity_ = T * 4 + (S + 1) + S + S * W + R + (R + 1) + R * kDeviceBansPerRow;
   RETURN_IF_ERROR(device(a.step_ints, i32 * step_ints_capacity_, "step arrays"));
   RETURN_IF_ERROR(a.staged_ints.Reserve(i32 * step_ints_capacity_, rank + "step arrays"));
-  RETURN_IF_ERROR(a.host_tokens.Reserve(i32 * R, rank + "sampled tokens"));
+  if (s.rank == 0) RETURN_IF_ERROR(a.host_tokens.Reserve(i32 * R, rank + "sampled tokens"));
   RETURN_IF_ERROR(a.host_agree.Reserve(f32, rank + "rank agreement"));
   if (s.rank == 0) RETURN_IF_ERROR(a.host_logits.Reserve(f32 * s.tp * R * s.vocab, rank + "logits"));
   return bytes;
@@ -489,6 +494,30 @@ bool CudaDecoder::ChooseGraph(const PackedStep& packed, GraphKey* key) {
   return true;
 }
 
+Status CudaDecoder::LoadKernels() {
+  RETURN_IF_ERROR(PreloadOpsKernels());
+  RETURN_IF_ERROR(PreloadAttentionKernels());
+  RETURN_IF_ERROR(PreloadSamplingKernels());
+  RETURN_IF_ERROR(PreloadOneShotKernels());
+  RETURN_IF_ERROR(PreloadRankOrderKernels());
+  // cuBLASLt's kernels load at their first launch too: one call of each projection, on zeros.
+  Activations& a = *act_;
+  auto stream = static_cast<cudaStream_t>(stream_);
+  const RankShape& s = shape_;
+  RETURN_IF_ERROR(CudaStatus(cudaMemsetAsync(a.normed_bf16.get(), 0, a.normed_bf16.bytes(), stream), "GEMM warm-up"));
+  RETURN_IF_ERROR(CudaStatus(cudaMemsetAsync(a.attn_bf16.get(), 0, a.attn_bf16.bytes(), stream), "GEMM warm-up"));
+  RETURN_IF_ERROR(CudaStatus(cudaMemsetAsync(a.act_bf16.get(), 0, a.act_bf16.bytes(), stream), "GEMM warm-up"));
+  if (layers_.empty()) return Status::Ok();
+  const Layer& w = layers_[0];
+  const DeviceBuffer& head = lm_head_weight_.bytes() ? lm_head_weight_ : embed_;
+  RETURN_IF_ERROR(qkv_->Run(Bf16(w.wqkv), a.normed_bf16.get<uint16_t>(), a.qkv.get<float>(), 1, stream));
+  RETURN_IF_ERROR(o_->Run(Bf16(w.wo), a.attn_bf16.get<uint16_t>(), a.proj.get<float>(), 1, stream));
+  RETURN_IF_ERROR(gate_up_->Run(Bf16(w.w_gate_up), a.normed_bf16.get<uint16_t>(), a.gate_up.get<float>(), 1, stream));
+  RETURN_IF_ERROR(down_->Run(Bf16(w.w_down), a.act_bf16.get<uint16_t>(), a.proj.get<float>(), 1, stream));
+  RETURN_IF_ERROR(lm_head_->Run(Bf16(head), a.normed_bf16.get<uint16_t>(), a.local_logits.get<float>(), 1, stream));
+  return CudaStatus(cudaStreamSynchronize(stream), "rank " + std::to_string(s.rank) + " kernel loading");
+}
+
 Result<bool> CudaDecoder::AllRanksOk(bool ok) {
   if (comm_ == nullptr || shape_.tp == 1) return ok;
   auto stream = static_cast<cudaStream_t>(stream_);
@@ -575,10 +604,14 @@ Status CudaDecoder::WarmUpCollectives() {
   const size_t largest_gather = static_cast<size_t>(limits_.logit_rows) * shape_.vocab;
   RETURN_IF_ERROR(CudaStatus(cudaMemsetAsync(a.x.get(), 0, a.x.bytes(), stream), "warm-up"));
   RETURN_IF_ERROR(CudaStatus(cudaMemsetAsync(a.local_logits.get(), 0, a.local_logits.bytes(), stream), "warm-up"));
-  RETURN_IF_ERROR(comm_->AllReduceSum(a.x.get(), config_.hidden_size, DeviceDtype::kF32, stream));  // a decode row
+  // The largest first (a communicator that sizes a scratch by the message then never grows it),
+  // then a decode row.
   RETURN_IF_ERROR(comm_->AllReduceSum(a.x.get(), largest_reduce, DeviceDtype::kF32, stream));
   RETURN_IF_ERROR(comm_->AllGather(a.local_logits.get(), a.gathered.get(), largest_gather, DeviceDtype::kF32, stream));
-  return WaitForStream();
+  RETURN_IF_ERROR(comm_->AllReduceSum(a.x.get(), config_.hidden_size, DeviceDtype::kF32, stream));
+  // The first collective of a group whose processes may still be loading their weights: up to
+  // ten minutes, not the step timeout.
+  return WaitForStream(std::max<std::chrono::milliseconds>(options_.wait_timeout, std::chrono::minutes(10)));
 }
 
 Status CudaDecoder::Enqueue(const StepDims& d, Activations& a) {

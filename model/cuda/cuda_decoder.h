@@ -121,8 +121,13 @@ class CudaDecoder final : public RankDecoder {
   void Log(const std::string& line) const {
     if (options_.log) options_.log(line);
   }
-  // Waits for the stream, watching the communicator and the deadline.
+  // Waits for the stream, watching the communicator and the deadline (the step timeout, or
+  // `timeout`).
   Status WaitForStream();
+  Status WaitForStream(std::chrono::milliseconds timeout);
+  // Loads every kernel a step launches, ours and cuBLASLt's, before any collective
+  // (kernels/cuda/preload.cuh says why).
+  Status LoadKernels();
 
   const ModelConfig& config_;
   RankShape shape_;

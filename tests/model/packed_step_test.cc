@@ -43,6 +43,20 @@ TEST(PackedStep, ShortBlockTablesArePaddedAndEverySlotIsDistinct) {
   EXPECT_EQ(slots.size(), packed->slot_mapping.size());
 }
 
+// A table allocated ahead (blocks for positions the step does not reach) packs only the blocks
+// the step's positions reach: the GPU's limits and graph buckets follow the context, not the
+// allocation.
+TEST(PackedStep, BlocksAllocatedAheadAreLeftOut) {
+  StepPlan plan;
+  plan.sequences.push_back({.sequence_id = 1, .tokens = {5, 6, 7}, .start_position = 0, .block_table = {4, 9, 8, 7}});
+  plan.sequences.push_back({.sequence_id = 2, .tokens = {1}, .start_position = 4, .block_table = {0, 1, 2, 3, 6}});
+  auto packed = PackStep(plan, 2);
+  ASSERT_TRUE(packed.ok()) << packed.status().ToString();
+  EXPECT_EQ(packed->block_table_width, 3);  // sequence 2 reaches position 4: block 2 of its table
+  EXPECT_EQ(packed->block_tables, (std::vector<int32_t>{4, 9, -1, 0, 1, 2}));
+  EXPECT_EQ(packed->context_lengths, (std::vector<int32_t>{3, 5}));
+}
+
 TEST(PackedStep, BadPlansAreRefusedNamingTheSequence) {
   StepPlan short_table;
   short_table.sequences.push_back({.sequence_id = 3, .tokens = {1, 2, 3}, .start_position = 3, .block_table = {0}});
