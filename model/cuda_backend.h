@@ -21,7 +21,7 @@
 namespace tpserve {
 
 // Bumped whenever the structs below change: the engine refuses a module built from other headers.
-inline constexpr int kCudaModuleAbi = 4;
+inline constexpr int kCudaModuleAbi = 5;
 
 // ncclUniqueId's size (NCCL_UNIQUE_ID_BYTES), checked against nccl.h inside the module.
 inline constexpr size_t kNcclUniqueIdBytes = 128;

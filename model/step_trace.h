@@ -47,6 +47,7 @@ struct RankTrace {
   int rank = 0;
   int64_t total_ns = 0;
   std::vector<OpRecord> ops;
+  bool graph_replay = false;  // CUDA: the step replayed a captured graph (its ops are not timed)
 
   int64_t CommNs() const;
   int64_t ComputeNs() const;  // everything that is not a collective

@@ -467,6 +467,7 @@ Status CudaDecoder::Forward(const StepPlan& plan, std::vector<float>* logits, Ra
     }
   }
   *trace = tl.Trace(s.rank);
+  trace->graph_replay = graph && graphs_off_.empty();  // a failed capture ran the step eagerly
   return Status::Ok();
 }
 

@@ -121,6 +121,10 @@ TEST(CudaEngineLimits, ARowWithManyBansKeepsEveryRankOnTheGraph) {
       ASSERT_TRUE(timed.result.ok()) << "engine " << e << " step " << step << ": " << timed.result.status().ToString();
       EXPECT_LT(timed.took, kPrompt) << "engine " << e << " step " << step;
       logits[e].emplace_back(timed.result->logits.begin(), timed.result->logits.end());
+      for (const RankTrace& rank : timed.result->trace.ranks) {
+        // The graphs engine replays every decode step on every rank; the eager one never does.
+        EXPECT_EQ(rank.graph_replay, e == 1 && step > 0) << "engine " << e << " rank " << rank.rank << " step " << step;
+      }
       for (int i = 0; i < 3; ++i) {
         const int32_t token = timed.result->tokens[i].id;
         tokens[e].push_back(token);
