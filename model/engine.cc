@@ -31,7 +31,9 @@ struct Engine::Rank {
 Engine::Engine(const ModelConfig& config, const EngineOptions& options)
     : config_(config),
       options_(options),
-      max_context_(options.max_context > 0 ? options.max_context : config.max_position_embeddings),
+      max_context_(options.max_context > 0                  ? options.max_context
+                   : config.max_position_embeddings > 0 ? config.max_position_embeddings
+                                                          : kDefaultMaxContext),
       sampling_pool_(static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, 8u)),
                      /*spin_iterations=*/0),
       ranks_trace_(options.trace) {}
@@ -93,7 +95,11 @@ std::string GroupFingerprint(const ModelDirectory& model, const EngineOptions& o
          cpu::LinearKernelName(options.linear_kernel) + "; group_timeout_ms " + std::to_string(options.group_timeout_ms) +
          "; collective_timeout_ms " + std::to_string(options.collective_timeout_ms) + "; max_step_tokens " +
          std::to_string(options.max_step_tokens) + "; max_step_sequences " + std::to_string(options.max_step_sequences) +
-         "; max_context " + std::to_string(options.max_context);
+         "; max_context " + std::to_string(options.max_context) +
+         // Which steps are timed per op, and so which replay CUDA graphs: every rank must agree.
+         "; trace " + std::to_string(options.trace) + " every " + std::to_string(options.trace_every) +
+         "; cuda_graphs " + std::to_string(options.cuda_graphs) + " up to batch " +
+         std::to_string(options.cuda_graph_max_batch);
 }
 
 }  // namespace
@@ -308,6 +314,17 @@ Status Engine::RunRanks(const StepPlan& plan) {
                                           std::to_string(options_.collective_timeout_ms) + " ms later");
 }
 
+bool Engine::StartStepTrace() {
+  // Per-op timing in this step? (Told to the ranks while they wait, only when it changes.)
+  const bool per_op = options_.trace && (options_.trace_every <= 1 || steps_run_ % options_.trace_every == 0);
+  ++steps_run_;
+  if (per_op != ranks_trace_) {
+    for (auto& rank : ranks_) rank->decoder->set_trace(per_op);
+    ranks_trace_ = per_op;
+  }
+  return per_op;
+}
+
 bool Engine::follower() const { return process_group_ != nullptr && !process_group_->membership().leader(); }
 
 Status Engine::RunFollower() {
@@ -315,7 +332,9 @@ Status Engine::RunFollower() {
   while (true) {
     ASSIGN_OR_RETURN(std::optional<StepPlan> plan, process_group_->ReceivePlan());
     if (!plan) return Status::Ok();  // the leader shut down
-    ++steps_run_;
+    // The leader's choice, from the same count and options (the group fingerprint has them): a
+    // CUDA rank timed per op runs eagerly, and every rank must replay or run eagerly alike.
+    StartStepTrace();
     RETURN_IF_ERROR(Fail(RunRanks(*plan)));
   }
 }
@@ -351,11 +370,17 @@ void Engine::RankLoop(int r) {
     } catch (const std::exception& e) {
       status = Internal(std::string("rank ") + std::to_string(rank.global_rank) + " threw: " + e.what());
     }
-    // Peers waiting for this rank in a collective fail now rather than at their timeout.
-    if (!status.ok()) rank.decoder->AbortCollectives();
+    if (!status.ok()) {
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        if (step_failure_.ok()) step_failure_ = status;  // the first failure is the cause
+      }
+      // Then peers waiting for this rank in a collective fail now rather than at their timeout
+      // (after the cause is recorded, so that their "aborted" does not take its place).
+      rank.decoder->AbortCollectives();
+    }
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      if (!status.ok() && step_failure_.ok()) step_failure_ = status;  // the first failure is the cause
       rank.done = true;
     }
     work_done_.notify_all();
@@ -447,13 +472,7 @@ Result<StepResult> Engine::Step(const StepPlan& plan) {
       }
     }
   }
-  // Per-op timing in this step? (Told to the ranks while they wait, only when it changes.)
-  const bool per_op = options_.trace && (options_.trace_every <= 1 || steps_run_ % options_.trace_every == 0);
-  ++steps_run_;
-  if (per_op != ranks_trace_) {
-    for (auto& rank : ranks_) rank->decoder->set_trace(per_op);
-    ranks_trace_ = per_op;
-  }
+  const bool per_op = StartStepTrace();
   const auto start = std::chrono::steady_clock::now();
   StepResult result;
   StepTrace& trace = result.trace;

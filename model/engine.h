@@ -23,6 +23,9 @@ namespace tpserve {
 
 class ProcessGroup;
 
+// The context limit of a model whose config declares none (no max_position_embeddings).
+inline constexpr int kDefaultMaxContext = 8192;
+
 struct EngineOptions {
   // Resolved before Create (ResolveDevice): kCpu or kCuda. The command line's default is auto.
   DeviceKind device = DeviceKind::kCpu;
@@ -116,6 +119,9 @@ class Engine {
   Engine(const ModelConfig& config, const EngineOptions& options);
   // Hands `plan` to this process's rank threads and waits for them; the first error.
   Status RunRanks(const StepPlan& plan);
+  // Counts the step and tells the ranks whether it is timed per op (every trace_every-th step);
+  // leader and followers call it once per plan, so they agree. Returns the choice.
+  bool StartStepTrace();
   // Records the first failed step in failure_ (the engine is dead from then on); returns it.
   Status Fail(Status status);
   Status CreateCpuRanks(const ModelDirectory& model);

@@ -104,7 +104,8 @@ Result<CudaGroup> CreateGroup(const CudaGroupRequest& request) {
   group.communicator = comms[0] ? comms[0]->name() : "none";
   if (options.tp > 1) log("communicator: " + group.communicator + " over " + std::to_string(options.tp) + " ranks");
 
-  // The longest context a step may reach: the engine's limit, else the model's.
+  // The longest context a step may reach: the engine's limit, else the model's (else 8192, as
+  // the engine's kDefaultMaxContext).
   const int max_context = options.max_context > 0                  ? options.max_context
                           : config.max_position_embeddings > 0 ? config.max_position_embeddings
                                                                  : 8192;
