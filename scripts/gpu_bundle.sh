@@ -18,6 +18,7 @@ BUNDLE="${GPU_BUNDLE:-$REPO/gpu-bundle}"
 rm -rf "$BUNDLE"
 mkdir -p "$BUNDLE/lib" "$BUNDLE/assets/tokenizers"
 binaries=("$BUILD/server/tpserve" "$BUILD/tests/cuda_ops_test" "$BUILD/tests/cuda_engine_test"
+          "$BUILD/tests/cuda_engine_limits_test"
           "$BUILD/benchmarks/bench_cuda_gemm" "$BUILD/benchmarks/bench_cuda_kernels" "$BUILD/lib/libtpserve_cuda.so")
 for binary in "${binaries[@]}"; do
   [[ -f "$binary" ]] || { echo "gpu_bundle: $binary is missing (build with nvcc present first)" >&2; exit 1; }

@@ -13,7 +13,7 @@
 #   program and flag a stage names exists in the bundle), and scripts/gpu_check.sh OUT_DIR runs it.
 #
 # What comes back: OUT_DIR holds results.jsonl and the gtest JSON files, nothing else (the device
-# returns at most 8 files): 1 + 4 = 5 files. results.jsonl gets one line per stage as soon as the
+# returns at most 8 files): 1 + 5 = 6 files. results.jsonl gets one line per stage as soon as the
 # stage ends: {"stage", "index", "limit_s", "rc", "timed_out", "skipped", "seconds", "commands":
 # [{"command", "rc", "timed_out", "seconds"}], "log_bytes", "head" (the log's first 2 KB when the
 # tail does not hold it all), "tail" (the log's last 16 KB)}. A stage's rc is its first failing
@@ -25,9 +25,11 @@
 #                                   `tpserve devices`; rc 1 and a line "MISSING: ..." when nvidia-smi,
 #                                   a GPU, nvcc, cuBLASLt, NCCL or a library of the module is missing
 #    2 gpu_kernel_tests         25  cuda_ops_test (the CUDA kernels against the CPU ops)
-#    3 gpu_engine_tests         45  cuda_engine_test (the CUDA engine against the CPU engine: logits,
+#    3 gpu_engine_tests         60  cuda_engine_test (the CUDA engine against the CPU engine: logits,
 #                                   greedy continuations, TP=2/4 sharing the GPU, one-shot + fused norm,
-#                                   graph replay, batch invariance)
+#                                   graph replay, batch invariance), then cuda_engine_limits_test (step
+#                                   buffers under growing steps over one-shot, the step limits, every
+#                                   rank on the graph, a failed rank releasing its peer: issue 25)
 #    4 generate_cuda            25  generate on the dummy tiny model, TP=1 (--profile) and TP=2 sharing
 #    5 bench_comm               30  bench-comm: NCCL at 1 rank; rank-order and one-shot AllReduce at 2
 #                                   and 8 ranks sharing the GPU (1 KiB-16 MiB)
@@ -40,7 +42,7 @@
 #    9 bench_cuda_kernels       15  norm, element-wise and attention kernels vs their memory floor
 #   10 sanitizer_memcheck       25  compute-sanitizer memcheck over the kernel tests without cuBLASLt
 #   11 sanitizer_racecheck      25  compute-sanitizer racecheck over the norm and attention tests
-#   sum                        340  (typical run, estimated: 2.5-3 minutes; never yet measured)
+#   sum                        355  (typical run, estimated: 2.5-3 minutes; never yet measured)
 # The limits live in the `stage` calls at the end of this file, nowhere else. A stage's commands run
 # one after another within its limit (each gets what is left of it). Each stage runs under
 # min(its limit, what is left of GPU_CHECK_BUDGET_S); a stage that would start with too little
@@ -353,8 +355,9 @@ KERNEL_TESTS_RACECHECK='CudaOps.RmsNorm*:CudaOps.PagedAttention*'
 stage environment 20 -- bash -c "$(declare -f environment); environment"
 stage gpu_kernel_tests 25 --out gpu_kernel_tests.json -- \
   "${OURS[@]}" "$BUNDLE/cuda_ops_test" --gtest_output="json:$OUT/gpu_kernel_tests.json"
-stage gpu_engine_tests 45 --out gpu_engine_tests.json -- \
-  "${OURS[@]}" "$BUNDLE/cuda_engine_test" --gtest_output="json:$OUT/gpu_engine_tests.json"
+stage gpu_engine_tests 60 --out gpu_engine_tests.json --out gpu_engine_limits_tests.json -- \
+  "${OURS[@]}" "$BUNDLE/cuda_engine_test" --gtest_output="json:$OUT/gpu_engine_tests.json" \; \
+  "${OURS[@]}" "$BUNDLE/cuda_engine_limits_test" --gtest_output="json:$OUT/gpu_engine_limits_tests.json"
 stage generate_cuda 25 -- \
   "${OURS[@]}" "$TPSERVE" generate "${TINY[@]}" --profile \; \
   "${OURS[@]}" "$TPSERVE" generate "${TINY[@]}" --tp 2 --share-gpu
