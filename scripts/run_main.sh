@@ -30,7 +30,7 @@ while [[ $# -gt 0 ]]; do
   esac
 done
 
-scripts/setup.sh
+scripts/setup.sh --target tpserve_server  # the server and the CUDA module, not the test suite
 TPSERVE=build/server/tpserve
 if [[ -z "$MODEL" ]]; then
   MODEL=.assets/models/tpserve-small-llama3

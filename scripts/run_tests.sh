@@ -2,14 +2,17 @@
 # README command (2): set up a fresh Debian 12 machine and run the whole test suite, in stages:
 #   asan     unit + integration tests built with AddressSanitizer + UndefinedBehaviorSanitizer
 #            (clang-16, gRPC on, no CUDA module), then every libFuzzer target for
-#            TPSERVE_FUZZ_SECONDS (30) each (label fuzz);
+#            TPSERVE_FUZZ_SECONDS each (label fuzz; 5 s here: the seeds and regressions run in
+#            full, the search is short; set TPSERVE_FUZZ_SECONDS=300 for a real fuzzing run);
 #   tsan     the comm, engine, scheduler and engine-loop tests under ThreadSanitizer (clang-16,
 #            gRPC and Gloo off: Debian's builds of them are not instrumented);
 #   release  every test of the release build except the `slow` label (TPSERVE_SLOW=1 adds it);
 #            its ctest summary is the last line printed.
 #   scripts/run_tests.sh [STAGE...]     (default: asan tsan release)
 # Each stage checks that it ran at least the number of tests it expects, so a stage that silently
-# ran nothing fails.
+# ran nothing fails, and prints its ten slowest tests. At the end: each stage's wall time (build
+# and tests) and test count, then the last ctest summary line again, so that it stays the last
+# line printed.
 set -euo pipefail
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$REPO"
@@ -18,7 +21,12 @@ STAGES=("$@")
 
 TPSERVE_CMAKE_ARGS="-DTPSERVE_WERROR=ON ${TPSERVE_CMAKE_ARGS:-}" scripts/setup.sh --sanitizers
 
-# ctest with the given arguments; fails unless it ran at least MIN tests (and all passed).
+SUMMARY=()        # one line per stage: name, seconds, tests
+LAST_CTEST_LINE=""
+STAGE_TESTS=0
+
+# ctest with the given arguments; fails unless it ran at least MIN tests (and all passed). Prints
+# the ten slowest tests of the run.
 run_ctest() {
   local min="$1"; shift
   local log
@@ -27,12 +35,17 @@ run_ctest() {
   ctest "$@" 2>&1 | tee "$log" || status=$?
   local ran
   ran="$(sed -n 's/.*tests passed, [0-9]* tests failed out of \([0-9]*\).*/\1/p' "$log" | tail -1)"
+  LAST_CTEST_LINE="$(grep -E 'tests passed, [0-9]+ tests failed out of' "$log" | tail -1)"
+  echo "-- the ten slowest:"
+  sed -nE 's/.*Test +#[0-9]+: ([^ ]+) \.+.* ([0-9.]+) sec$/\2 \1/p' "$log" | sort -rn | head -10 |
+    awk '{printf "   %8.2f s  %s\n", $1, $2}'
   rm -f "$log"
   if [[ $status -ne 0 ]]; then return "$status"; fi
   if [[ -z "$ran" || "$ran" -lt "$min" ]]; then
     echo "run_tests: expected at least $min tests, ran ${ran:-none}" >&2
     return 1
   fi
+  STAGE_TESTS=$((STAGE_TESTS + ran))
 }
 
 sanitizer_build() {  # DIR SANITIZERS EXTRA-CMAKE-ARGS...
@@ -46,11 +59,13 @@ sanitizer_build() {  # DIR SANITIZERS EXTRA-CMAKE-ARGS...
 }
 
 for stage in "${STAGES[@]}"; do
+  STAGE_START=$SECONDS
+  STAGE_TESTS=0
   case "$stage" in
     asan)
       echo "== unit + integration tests under ASan + UBSan (clang-16), then the fuzz targets =="
       sanitizer_build build-asan address,undefined -DTPSERVE_GRPC=ON -DTPSERVE_FUZZ=ON \
-        -DTPSERVE_FUZZ_SECONDS="${TPSERVE_FUZZ_SECONDS:-30}"
+        -DTPSERVE_FUZZ_SECONDS="${TPSERVE_FUZZ_SECONDS:-5}"
       cmake --build build-asan
       # gRPC keeps process-lifetime singletons; no leak is reported from our code (suppressions:
       # scripts/lsan.supp names each one).
@@ -78,4 +93,11 @@ for stage in "${STAGES[@]}"; do
       ;;
     *) echo "run_tests: unknown stage '$stage' (asan, tsan, release)" >&2; exit 2 ;;
   esac
+  SUMMARY+=("$(printf '%-8s %6d s  %4d tests' "$stage" $((SECONDS - STAGE_START)) "$STAGE_TESTS")")
 done
+
+echo "== stages (wall time, build included; $(nproc) cores, $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)) =="
+printf '   %s\n' "${SUMMARY[@]}"
+printf '   %-8s %6d s\n' total "$SECONDS"
+# ctest's summary stays the last line.
+[[ -n "$LAST_CTEST_LINE" ]] && echo "$LAST_CTEST_LINE"

@@ -2,10 +2,14 @@
 # Installs what tpserve needs on Debian 12 (apt packages, npm assets), then configures and builds.
 # Idempotent: when everything is already there it only runs an incremental build.
 #
-#   scripts/setup.sh [--sanitizers] [--no-build]
+#   scripts/setup.sh [--sanitizers] [--no-build] [--target NAME]
 #
 #   --sanitizers  also install clang-16 + libclang-rt-16-dev (the ASan/UBSan build of the tests)
 #   --no-build    install only
+#   --target NAME build only NAME (README command 1: tpserve_server, the server and the CUDA
+#                 module; default: everything, tests included)
+# Compiles through ccache (cmake/TpserveCcache.cmake): a second build of the same sources, in
+# another clone too, takes its objects from ~/.cache/ccache.
 # Environment: BUILD_DIR (default build), TPSERVE_CMAKE_ARGS (extra configure flags).
 set -euo pipefail
 
@@ -13,17 +17,20 @@ REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BUILD_DIR="${BUILD_DIR:-$REPO/build}"
 WANT_SANITIZERS=0
 BUILD=1
-for arg in "$@"; do
-  case "$arg" in
+TARGET=()
+while [[ $# -gt 0 ]]; do
+  case "$1" in
     --sanitizers) WANT_SANITIZERS=1 ;;
     --no-build) BUILD=0 ;;
-    -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
-    *) echo "setup: unknown argument '$arg'" >&2; exit 2 ;;
+    --target) TARGET=(--target "${2:?setup: --target needs a name}"); shift ;;
+    -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
+    *) echo "setup: unknown argument '$1'" >&2; exit 2 ;;
   esac
+  shift
 done
 
 PACKAGES=(
-  build-essential cmake ninja-build pkg-config git python3 ca-certificates
+  build-essential cmake ninja-build pkg-config git python3 ca-certificates ccache
   libspdlog-dev libfmt-dev libcli11-dev nlohmann-json3-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libpcre2-dev libutf8proc-dev
@@ -60,5 +67,5 @@ fi
 if [[ $BUILD == 1 ]]; then
   # shellcheck disable=SC2086
   cmake -S "$REPO" -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release ${TPSERVE_CMAKE_ARGS:-}
-  cmake --build "$BUILD_DIR"
+  cmake --build "$BUILD_DIR" "${TARGET[@]}"
 fi

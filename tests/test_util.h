@@ -10,6 +10,8 @@
 #include <random>
 #include <string>
 
+#include "tests/test_paths.h"
+
 namespace tpserve::testing {
 
 // A fresh directory under the system temp dir, removed with its contents at scope exit.
@@ -57,10 +59,8 @@ inline ::testing::AssertionResult ProgramInstalled(const std::string& program, c
 // Where scripts/fetch_assets.sh put the tokenizers and llama.cpp's vocab tests.
 inline std::string AssetsDir() {
   if (const char* env = std::getenv("TPSERVE_ASSETS"); env != nullptr && *env) return env;
-  return TPSERVE_TEST_ASSETS_DIR;
+  return BuiltInAssetsDir();
 }
-
-inline std::string TestDataDir() { return TPSERVE_TEST_DATA_DIR; }
 
 // Fails the test (not skips it) when an asset is missing: CI fetches them, so absence is a bug.
 inline std::string RequireAsset(const std::string& relative) {

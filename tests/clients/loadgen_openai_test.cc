@@ -26,7 +26,7 @@ struct LoadgenRun {
 
 LoadgenRun Loadgen(const std::string& args, bool with_stderr = false) {
   const std::string command =
-      std::string(TPSERVE_BINARY) + " loadgen " + args + (with_stderr ? " 2>&1" : " 2>/dev/null");
+      testing::TpserveBinary() + " loadgen " + args + (with_stderr ? " 2>&1" : " 2>/dev/null");
   LoadgenRun run;
   FILE* pipe = popen(command.c_str(), "r");
   char buffer[4096];

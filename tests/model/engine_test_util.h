@@ -1,9 +1,13 @@
-// A tiny model written once per test binary, and helpers that drive the engine step by step.
+// A tiny model written once per build of a test binary, and helpers that drive the engine step by step.
 #pragma once
 
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <filesystem>
 #include <memory>
+#include <string>
 
 #include "model/engine.h"
 #include "model/model_directory.h"
@@ -12,18 +16,41 @@
 
 namespace tpserve::testing {
 
-// The `tiny` preset (8 heads over 2 KV heads, Llama-3 vocabulary), made once per test process
-// and removed when it exits (ctest runs every test in a process of its own: a directory left
-// behind by each would fill the disk).
+// The `tiny` preset (8 heads over 2 KV heads, Llama-3 vocabulary), made once per build of the
+// test binary and shared by its processes: ctest runs every test case in a process of its own, and
+// making the model in each (73 MB of random weights) took much of a sanitizer stage's time. It
+// lives beside the binary, in test-models/BINARY-MTIME/, so a rebuilt binary makes a fresh one
+// (and removes its older ones); processes that race make it side by side and the first rename
+// wins.
+inline std::filesystem::path SharedTinyModelDir() {
+  std::error_code error;
+  const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", error);
+  const auto built = std::filesystem::last_write_time(exe, error).time_since_epoch().count();
+  const std::filesystem::path root = exe.parent_path() / "test-models";
+  const std::string prefix = exe.filename().string() + "-";
+  const std::filesystem::path dir = root / (prefix + std::to_string(built));
+  if (std::filesystem::exists(dir / "config.json")) return dir;
+  std::filesystem::create_directories(root, error);
+  for (const auto& entry : std::filesystem::directory_iterator(root, error)) {  // older builds' models
+    const std::string name = entry.path().filename().string();
+    if (name.rfind(prefix, 0) == 0 && entry.path() != dir && name.find(".part") == std::string::npos) {
+      std::filesystem::remove_all(entry.path(), error);
+    }
+  }
+  const std::filesystem::path part = root / (prefix + std::to_string(built) + ".part" + std::to_string(::getpid()));
+  MakeModelOptions options{.out_dir = part.string(), .preset = "tiny", .tokenizer = "llama3",
+                           .assets_dir = AssetsDir(), .seed = 7};
+  Status made = MakeModel(options);
+  EXPECT_TRUE(made.ok()) << made.ToString();
+  std::filesystem::rename(part, dir, error);  // fails when another process got there first
+  if (error) std::filesystem::remove_all(part, error);
+  return dir;
+}
+
 inline const ModelDirectory& TinyModel() {
-  static TempDir dir;
   static std::unique_ptr<ModelDirectory> model;
   if (!model) {
-    MakeModelOptions options{.out_dir = dir.path().string(), .preset = "tiny",
-                             .tokenizer = "llama3", .assets_dir = AssetsDir(), .seed = 7};
-    Status made = MakeModel(options);
-    EXPECT_TRUE(made.ok()) << made.ToString();
-    auto opened = OpenModelDirectory(dir.path().string());
+    auto opened = OpenModelDirectory(SharedTinyModelDir().string());
     EXPECT_TRUE(opened.ok()) << opened.status().ToString();
     model = std::make_unique<ModelDirectory>(std::move(opened).value());
   }

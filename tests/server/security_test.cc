@@ -99,7 +99,7 @@ TEST(ApiKey, EveryCallNeedsTheKeyHealthStaysOpenAndRefusedCallsDoNoWork) {
 
   // The real clients: health without a key; client with and without --api-key-file.
   int status = 0;
-  const std::string binary = TPSERVE_BINARY;
+  const std::string binary = testing::TpserveBinary();
   EXPECT_NE(Shell(binary + " health --target " + server.grpc_target(), &status).find("SERVING"), std::string::npos);
   EXPECT_EQ(status, 0);
   const std::string refused = Shell(binary + " client --target " + server.grpc_target() + " --prompt hi --max-tokens 2", &status);
@@ -116,7 +116,7 @@ TEST(ApiKey, AShortOrMissingKeyFileIsRefusedAtStartNamingTheFile) {
   const std::string key_file = (dir.path() / "short").string();
   std::ofstream(key_file) << "abc\n";
   int status = 0;
-  const std::string binary = TPSERVE_BINARY;
+  const std::string binary = testing::TpserveBinary();
   std::string out = Shell(binary + " serve --model " + testing::TinyModel().path + " --port 0 --metrics-port 0 --api-key-file " +
                               key_file, &status);
   EXPECT_NE(status, 0);
@@ -194,7 +194,7 @@ TEST(Tls, TlsClientsAreServedPlaintextOnesAreNot) {
   EXPECT_EQ(GenerateWith(*plain, "").error_code(), grpc::StatusCode::UNAVAILABLE);
 
   int status = 0;
-  const std::string binary = TPSERVE_BINARY;
+  const std::string binary = testing::TpserveBinary();
   const std::string health =
       Shell(binary + " health --target " + server.grpc_target() + " --tls-ca " + certs.Path("ca.pem"), &status);
   EXPECT_EQ(status, 0) << health;
@@ -236,7 +236,7 @@ TEST(Tls, MutualTlsRefusesAClientWithoutACertificate) {
   const grpc::Status ok = GenerateWith(*stub, "");
   EXPECT_TRUE(ok.ok()) << ok.error_message();
   int status = 0;
-  Shell(std::string(TPSERVE_BINARY) + " client --target " + server.grpc_target() + " --prompt hi --max-tokens 2 --tls-ca " +
+  Shell(testing::TpserveBinary() + " client --target " + server.grpc_target() + " --prompt hi --max-tokens 2 --tls-ca " +
             certs.Path("ca.pem") + " --tls-cert " + certs.Path("client.pem") + " --tls-key " + certs.Path("client.key"),
         &status);
   EXPECT_EQ(status, 0);

@@ -14,6 +14,8 @@
 #include <thread>
 #include <vector>
 
+#include "tests/test_paths.h"
+
 namespace tpserve::testing {
 
 class ServerProcess {
@@ -27,7 +29,7 @@ class ServerProcess {
       dup2(pipe_fds[1], STDERR_FILENO);
       close(pipe_fds[0]);
       std::vector<char*> argv;
-      static std::string binary = TPSERVE_BINARY;
+      static std::string binary = testing::TpserveBinary();
       argv.push_back(binary.data());
       static std::vector<std::string> storage;
       storage = args;

@@ -338,7 +338,7 @@ TEST_F(Server, ModelInfoHealthAndMetrics) {
 
 // `tpserve loadgen` against this server, as a user runs it; its JSON is checked for consistency.
 nlohmann::json RunLoadgen(const std::string& args) {
-  const std::string command = std::string(TPSERVE_BINARY) + " loadgen --json " + args + " 2>/dev/null";
+  const std::string command = testing::TpserveBinary() + " loadgen --json " + args + " 2>/dev/null";
   FILE* pipe = popen(command.c_str(), "r");
   std::string output;
   char buffer[4096];
