@@ -422,11 +422,14 @@ TEST(HttpApiClients, TheApiKeyIsRequiredAndHealthStaysOpen) {
 
 TEST(HttpApiClients, AFullQueueIs429AndDrainingIs503WhileRunningStreamsFinish) {
   ServerProcess server;
-  ASSERT_TRUE(server.Start(ServeArgs({"--max-batch-size", "1", "--max-queue", "1", "--drain-seconds", "60"})))
+  // The drain bound is far above what the two streams need even under ASan on a loaded 2-core
+  // machine (600 tokens each, one after the other, once took over 60 s there and the second stream
+  // was cut at the bound); the test ends when they do.
+  ASSERT_TRUE(server.Start(ServeArgs({"--max-batch-size", "1", "--max-queue", "1", "--drain-seconds", "600"})))
       << server.log();
   const int port = server.http_port();
-  // Each long request runs for a second or more on the tiny model (~1-3 ms per token).
-  const std::string long_request = R"({"prompt": "Hello", "max_tokens": 600, "ignore_eos": true, "stream": true})";
+  // Each long request runs for half a second or more on the tiny model (~1-3 ms per token).
+  const std::string long_request = R"({"prompt": "Hello", "max_tokens": 300, "ignore_eos": true, "stream": true})";
   // The first runs, the second waits in the queue, the third finds it full. Each is sent once the
   // server's Stats show the one before in place (a loaded machine, ASan, may take a while to).
   auto stats_reach = [&](int running, int waiting) {
