@@ -510,7 +510,7 @@ Status CudaDecoder::LoadKernels() {
   RETURN_IF_ERROR(CudaStatus(cudaMemsetAsync(a.act_bf16.get(), 0, a.act_bf16.bytes(), stream), "GEMM warm-up"));
   if (layers_.empty()) return Status::Ok();
   const Layer& w = layers_[0];
-  const DeviceBuffer& head = lm_head_weight_.bytes() ? lm_head_weight_ : embed_;
+  const DeviceBuffer& head = LmHeadWeight();
   RETURN_IF_ERROR(qkv_->Run(Bf16(w.wqkv), a.normed_bf16.get<uint16_t>(), a.qkv.get<float>(), 1, stream));
   RETURN_IF_ERROR(o_->Run(Bf16(w.wo), a.attn_bf16.get<uint16_t>(), a.proj.get<float>(), 1, stream));
   RETURN_IF_ERROR(gate_up_->Run(Bf16(w.w_gate_up), a.normed_bf16.get<uint16_t>(), a.gate_up.get<float>(), 1, stream));
@@ -751,7 +751,7 @@ Status CudaDecoder::Enqueue(const StepDims& d, Activations& a) {
   }
 
   // LM head over the rows that want logits; vocab-parallel, then gathered.
-  const DeviceBuffer& head = lm_head_weight_.bytes() ? lm_head_weight_ : embed_;
+  const DeviceBuffer& head = LmHeadWeight();
   float* local = a.local_logits.get<float>();
   RETURN_IF_ERROR(tl.Op(OpKind::kLmHead, -1, 0, stream, [&] {
     return lm_head_->Run(Bf16(head), a.last_bf16.get<uint16_t>(), local, R, stream);

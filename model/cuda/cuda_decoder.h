@@ -107,6 +107,8 @@ class CudaDecoder final : public RankDecoder {
   // packed step, the trace flag, the communicator), so that all ranks replay or all run eagerly:
   // one eager rank would send other sizes to the collectives than its peers.
   bool ChooseGraph(const PackedStep& packed, GraphKey* key);
+  // The LM head's weight: its own, or the embedding when tied.
+  const DeviceBuffer& LmHeadWeight() const { return lm_head_weight_.bytes() ? lm_head_weight_ : embed_; }
   int GraphWidth(int context) const {
     return (context + options_.block_size - 1) / options_.block_size;
   }
