@@ -505,9 +505,11 @@ Status CudaDecoder::LoadKernels() {
   Activations& a = *act_;
   auto stream = static_cast<cudaStream_t>(stream_);
   const RankShape& s = shape_;
-  RETURN_IF_ERROR(CudaStatus(cudaMemsetAsync(a.normed_bf16.get(), 0, a.normed_bf16.bytes(), stream), "GEMM warm-up"));
-  RETURN_IF_ERROR(CudaStatus(cudaMemsetAsync(a.attn_bf16.get(), 0, a.attn_bf16.bytes(), stream), "GEMM warm-up"));
-  RETURN_IF_ERROR(CudaStatus(cudaMemsetAsync(a.act_bf16.get(), 0, a.act_bf16.bytes(), stream), "GEMM warm-up"));
+  const size_t bf16 = sizeof(uint16_t);  // one row of each GEMM input: the calls below take 1 token
+  RETURN_IF_ERROR(CudaStatus(cudaMemsetAsync(a.normed_bf16.get(), 0, bf16 * config_.hidden_size, stream), "GEMM warm-up"));
+  RETURN_IF_ERROR(
+      CudaStatus(cudaMemsetAsync(a.attn_bf16.get(), 0, bf16 * s.heads * s.head_dim, stream), "GEMM warm-up"));
+  RETURN_IF_ERROR(CudaStatus(cudaMemsetAsync(a.act_bf16.get(), 0, bf16 * s.ffn, stream), "GEMM warm-up"));
   if (layers_.empty()) return Status::Ok();
   const Layer& w = layers_[0];
   const DeviceBuffer& head = LmHeadWeight();
