@@ -1,14 +1,21 @@
 #!/usr/bin/env bash
-# README command (2): set up a fresh Debian 12 machine and run the whole test suite, in stages:
-#   asan     unit + integration tests built with AddressSanitizer + UndefinedBehaviorSanitizer
-#            (clang-16, gRPC on, no CUDA module), then every libFuzzer target for
+# README command (2): set up a fresh Debian 12 machine and run the whole test suite, in stages.
+# Each test runs in the build where it finds the most, a few in both (tests/CMakeLists.txt says
+# which and why; the ctest label is the stage), and each stage builds only what it runs:
+#   asan     the tests labelled asan, built with AddressSanitizer + UndefinedBehaviorSanitizer
+#            (clang-16, gRPC on, no CUDA module): the parsers, tokenizer, templates, comm,
+#            scheduler, engine, the server and its clients; then every libFuzzer target for
 #            TPSERVE_FUZZ_SECONDS each (label fuzz; 5 s here: the seeds and regressions run in
 #            full, the search is short; set TPSERVE_FUZZ_SECONDS=300 for a real fuzzing run);
 #   tsan     the comm, engine, scheduler and engine-loop tests under ThreadSanitizer (clang-16,
 #            gRPC and Gloo off: Debian's builds of them are not instrumented);
-#   release  every test of the release build except the `slow` label (TPSERVE_SLOW=1 adds it);
-#            its ctest summary is the last line printed.
+#   release  the tests labelled release, in the build users run (gcc, CUDA module, MPI): the real
+#            binary end to end (CLI, multi-process, soak, the npm client, the jinja2 differential),
+#            the kernels and engine numerics, deploy/'s checks; the `slow` label only with
+#            TPSERVE_SLOW=1. It also builds every benchmark program, and fails if any test has no
+#            stage. Its ctest summary is the last line printed.
 #   scripts/run_tests.sh [STAGE...]     (default: asan tsan release)
+# To run every test in the release build instead (no clang needed): cmake --build build && ctest --test-dir build.
 # Each stage checks that it ran at least the number of tests it expects, so a stage that silently
 # ran nothing fails, and prints its ten slowest tests. At the end: each stage's wall time (build
 # and tests) and test count, then the last ctest summary line again, so that it stays the last
@@ -19,7 +26,8 @@ cd "$REPO"
 STAGES=("$@")
 [[ ${#STAGES[@]} -eq 0 ]] && STAGES=(asan tsan release)
 
-TPSERVE_CMAKE_ARGS="-DTPSERVE_WERROR=ON ${TPSERVE_CMAKE_ARGS:-}" scripts/setup.sh --sanitizers
+# Packages and assets only; each stage configures and builds its own tree.
+scripts/setup.sh --sanitizers --no-build
 
 SUMMARY=()        # one line per stage: name, seconds, tests
 LAST_CTEST_LINE=""
@@ -48,6 +56,17 @@ run_ctest() {
   STAGE_TESTS=$((STAGE_TESTS + ran))
 }
 
+# Fails when a test of the build tree DIR carries no stage label (it would run in no stage).
+check_every_test_has_a_stage() {
+  local orphans
+  orphans="$(ctest --test-dir "$1" -N -LE 'asan|release|fuzz' -E _NOT_BUILT | sed -n 's/^ *Test *#[0-9]*: //p')"
+  if [[ -n "$orphans" ]]; then
+    echo "run_tests: these tests are in no stage (tests/CMakeLists.txt: STAGES / tpserve_test_stages):" >&2
+    echo "$orphans" >&2
+    return 1
+  fi
+}
+
 sanitizer_build() {  # DIR SANITIZERS EXTRA-CMAKE-ARGS...
   local dir="$1" sanitizers="$2"; shift 2
   # Line tables are all a sanitizer's stack trace needs; full debug info would take gigabytes.
@@ -63,15 +82,16 @@ for stage in "${STAGES[@]}"; do
   STAGE_TESTS=0
   case "$stage" in
     asan)
-      echo "== unit + integration tests under ASan + UBSan (clang-16), then the fuzz targets =="
+      echo "== the asan tests under ASan + UBSan (clang-16), then the fuzz targets =="
       sanitizer_build build-asan address,undefined -DTPSERVE_GRPC=ON -DTPSERVE_FUZZ=ON \
         -DTPSERVE_FUZZ_SECONDS="${TPSERVE_FUZZ_SECONDS:-5}"
-      cmake --build build-asan
+      cmake --build build-asan --target stage_asan
+      check_every_test_has_a_stage build-asan
       # gRPC keeps process-lifetime singletons; no leak is reported from our code (suppressions:
       # scripts/lsan.supp names each one).
       export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1
       export LSAN_OPTIONS="suppressions=$REPO/scripts/lsan.supp:print_suppressions=0"
-      run_ctest 300 --test-dir build-asan -L "unit|integration" -LE slow --output-on-failure -j2
+      run_ctest 300 --test-dir build-asan -L asan -LE "slow|fuzz" -E _NOT_BUILT --output-on-failure -j2
       run_ctest 10 --test-dir build-asan -L fuzz --output-on-failure -j2
       unset ASAN_OPTIONS UBSAN_OPTIONS LSAN_OPTIONS
       ;;
@@ -84,12 +104,12 @@ for stage in "${STAGES[@]}"; do
         run_ctest 60 --test-dir build-tsan -L unit -E "_NOT_BUILT" --output-on-failure -j2
       ;;
     release)
-      echo "== all tests (release build) =="
-      if [[ "${TPSERVE_SLOW:-0}" == 1 ]]; then
-        run_ctest 300 --test-dir build --output-on-failure -j2
-      else
-        run_ctest 300 --test-dir build -LE slow --output-on-failure -j2
-      fi
+      echo "== the release tests, in the build users run =="
+      TPSERVE_CMAKE_ARGS="-DTPSERVE_WERROR=ON ${TPSERVE_CMAKE_ARGS:-}" scripts/setup.sh --target stage_release
+      check_every_test_has_a_stage build
+      not_slow=(-LE slow)
+      [[ "${TPSERVE_SLOW:-0}" == 1 ]] && not_slow=()
+      run_ctest 150 --test-dir build -L release "${not_slow[@]}" -E _NOT_BUILT --output-on-failure -j2
       ;;
     *) echo "run_tests: unknown stage '$stage' (asan, tsan, release)" >&2; exit 2 ;;
   esac
