@@ -18,8 +18,8 @@
 #include <unistd.h>
 
 #include "common/median.h"
-#include "model/tokenizer/regex_splitter.h"
-#include "model/tokenizer/tokenizer.h"
+#include "text/tokenizer/regex_splitter.h"
+#include "text/tokenizer/tokenizer.h"
 
 namespace {
 

@@ -7,7 +7,7 @@
 #include "common/status.h"
 #include "model/checkpoint.h"
 #include "model/model_config.h"
-#include "model/tokenizer/tokenizer.h"
+#include "text/tokenizer/tokenizer.h"
 
 namespace tpserve {
 

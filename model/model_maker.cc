@@ -10,7 +10,7 @@
 
 #include "model/random_weights.h"
 #include "model/safetensors_writer.h"
-#include "model/tokenizer/tokenizer.h"
+#include "text/tokenizer/tokenizer.h"
 #include "model/weight_layout.h"
 
 namespace tpserve {

@@ -168,7 +168,7 @@ fetch_vocab_tests() {
 }
 
 # llama.cpp's collection of real Hugging Face chat templates (models/templates/*.jinja), for the
-# chat template differential test (tests/model/chat/chat_template_diff.py).
+# chat template differential test (tests/text/chat/chat_template_diff.py).
 fetch_chat_templates() {
   local dest="$ASSETS/chat-templates" id="$NLC_PKG@$NLC_VER" tmp
   local required=(meta-llama-Llama-3.1-8B-Instruct.jinja Qwen-Qwen2.5-7B-Instruct.jinja

@@ -4,7 +4,7 @@
 
 #include <algorithm>
 
-#include "model/tokenizer/incremental_decoder.h"
+#include "text/tokenizer/incremental_decoder.h"
 
 namespace tpserve {
 

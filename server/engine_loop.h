@@ -18,7 +18,7 @@
 #include "common/status.h"
 #include "model/engine.h"
 #include "model/sampler.h"
-#include "model/tokenizer/tokenizer.h"
+#include "text/tokenizer/tokenizer.h"
 #include "server/metrics.h"
 #include "server/scheduler.h"
 

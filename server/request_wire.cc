@@ -2,7 +2,7 @@
 
 #include <string>
 
-#include "model/tokenizer/utf8.h"
+#include "text/tokenizer/utf8.h"
 #include "tpserve/internal/generate_request_bytes.pb.h"
 
 namespace tpserve {

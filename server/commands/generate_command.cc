@@ -9,7 +9,7 @@
 #include "model/known_models.h"
 #include "model/model_maker.h"
 #include "model/model_directory.h"
-#include "model/tokenizer/incremental_decoder.h"
+#include "text/tokenizer/incremental_decoder.h"
 #include "model/trace_report.h"
 #include "server/commands/commands.h"
 

@@ -5,7 +5,7 @@
 #include <sstream>
 
 #include "model/model_directory.h"
-#include "model/tokenizer/utf8.h"
+#include "text/tokenizer/utf8.h"
 #include "server/commands/commands.h"
 
 namespace tpserve {

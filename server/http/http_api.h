@@ -16,7 +16,7 @@
 #include <string>
 
 #include "common/status.h"
-#include "model/chat/chat_template.h"
+#include "text/chat/chat_template.h"
 #include "model/model_directory.h"
 #include "server/access_control.h"
 #include "server/engine_loop.h"

@@ -12,7 +12,7 @@
 
 #include "common/status.h"
 #include "model/sampler.h"
-#include "model/tokenizer/tokenizer.h"
+#include "text/tokenizer/tokenizer.h"
 #include "server/http/openai_request.h"
 
 namespace tpserve {

@@ -6,8 +6,10 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <random>
 #include <thread>
+#include <utility>
 
 #include "comm/in_process_communicator.h"
 
@@ -111,6 +113,58 @@ TEST(GlooCommunicator, AMemberThatNeverComesIsATimelyError) {
   ASSERT_FALSE(comm.ok());
   EXPECT_EQ(comm.status().code(), StatusCode::kUnavailable);
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
+}
+
+// A store that holds back one rank's read of another rank's Gloo address (a slow member).
+class SlowToReadStore : public gloo::rendezvous::Store {
+ public:
+  SlowToReadStore(gloo::rendezvous::Store& inner, std::string slow_key, std::chrono::milliseconds delay)
+      : inner_(inner), slow_key_(std::move(slow_key)), delay_(delay) {}
+  std::atomic<bool> read{false};  // the slow key has been read
+
+  void set(const std::string& key, const std::vector<char>& data) override { inner_.set(key, data); }
+  std::vector<char> get(const std::string& key) override {
+    if (key == slow_key_) std::this_thread::sleep_for(delay_);
+    auto value = inner_.get(key);
+    if (key == slow_key_) read = true;
+    return value;
+  }
+  void wait(const std::vector<std::string>& keys) override { inner_.wait(keys); }
+  void wait(const std::vector<std::string>& keys, const std::chrono::milliseconds& timeout) override {
+    inner_.wait(keys, timeout);
+  }
+
+ private:
+  gloo::rendezvous::Store& inner_;
+  std::string slow_key_;
+  std::chrono::milliseconds delay_;
+};
+
+// Gloo's connectFullMesh returns on the connecting side of a pair once the kernel has completed
+// the TCP handshake into the peer's listen backlog, before the peer has even read this rank's
+// address. A rank that connected and left at once (a short-lived group, a member failing just
+// after) closed the pair under a peer still connecting: "Connection closed by peer". Connect must
+// return on no rank until every rank is connected. Which side of a pair connects follows the
+// addresses (Gloo compares them), so both orders run: in one of them rank 0 is the connecting side.
+TEST(GlooCommunicator, ConnectReturnsOnNoRankBeforeASlowPeerHasConnected) {
+  for (const auto& [address0, address1] : {std::pair{"127.0.0.2", "127.0.0.1"}, std::pair{"127.0.0.1", "127.0.0.2"}}) {
+    auto server = RendezvousServer::Start("127.0.0.1", 0, 2, kSecret);
+    ASSERT_TRUE(server.ok()) << server.status().ToString();
+    auto store0 = RendezvousClient::Connect("127.0.0.1", (*server)->port(), 0, kSecret, std::chrono::seconds(20));
+    auto store1 = RendezvousClient::Connect("127.0.0.1", (*server)->port(), 1, kSecret, std::chrono::seconds(20));
+    ASSERT_TRUE(store0.ok() && store1.ok());
+    SlowToReadStore slow1(**store1, "slow/0", std::chrono::milliseconds(300));  // rank 1 reads rank 0's address late
+    bool slow_peer_had_read = false;
+    std::thread rank0([&] {
+      auto comm = GlooCommunicator::Connect(**store0, 0, 2, {.bind_address = address0, .prefix = "slow"});
+      ASSERT_TRUE(comm.ok()) << comm.status().ToString();
+      slow_peer_had_read = slow1.read;
+    });  // rank 0 leaves at once: its communicator closes
+    auto comm1 = GlooCommunicator::Connect(slow1, 1, 2, {.bind_address = address1, .prefix = "slow"});
+    rank0.join();
+    EXPECT_TRUE(comm1.ok()) << "rank 0 on " << address0 << ": " << comm1.status().ToString();
+    EXPECT_TRUE(slow_peer_had_read) << "rank 0 on " << address0 << " returned before rank 1 had its address";
+  }
 }
 
 TEST(Rendezvous, NoLeaderIsAnErrorNamingTheAddressAndGetsWaitForSets) {

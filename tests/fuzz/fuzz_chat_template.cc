@@ -8,7 +8,7 @@
 #include <string>
 #include <string_view>
 
-#include "model/chat/chat_template.h"
+#include "text/chat/chat_template.h"
 #include "tests/fuzz/fuzz_util.h"
 
 namespace {

@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
-#include "model/tokenizer/incremental_decoder.h"
-#include "model/tokenizer/tokenizer.h"
-#include "model/tokenizer/utf8.h"
+#include "text/tokenizer/incremental_decoder.h"
+#include "text/tokenizer/tokenizer.h"
+#include "text/tokenizer/utf8.h"
 #include "tests/fuzz/fuzz_util.h"
 
 namespace {

@@ -6,7 +6,7 @@
 
 #include <cmath>
 
-#include "model/chat/chat_template.h"
+#include "text/chat/chat_template.h"
 #include "model/model_directory.h"
 #include "model/weight_layout.h"
 #include "tests/test_util.h"

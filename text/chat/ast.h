@@ -6,7 +6,7 @@
 #include <utility>
 #include <vector>
 
-#include "model/chat/value.h"
+#include "text/chat/value.h"
 
 namespace tpserve::chat {
 

@@ -1,10 +1,10 @@
 // Tests, methods, global functions and attribute lookup (the filters are in filters.cc).
-#include "model/chat/builtins.h"
+#include "text/chat/builtins.h"
 
 #include <ctime>
 #include <set>
 
-#include "model/chat/pystr.h"
+#include "text/chat/pystr.h"
 
 namespace tpserve::chat {
 namespace {

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "common/status.h"
-#include "model/chat/value.h"
+#include "text/chat/value.h"
 
 namespace tpserve::chat {
 

@@ -1,10 +1,10 @@
-#include "model/chat/chat_template.h"
+#include "text/chat/chat_template.h"
 
 #include "common/bounded_json.h"
 
 
-#include "model/chat/interpreter.h"
-#include "model/chat/parser.h"
+#include "text/chat/interpreter.h"
+#include "text/chat/parser.h"
 
 namespace tpserve {
 namespace {

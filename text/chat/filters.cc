@@ -5,8 +5,8 @@
 #include <cmath>
 #include <set>
 
-#include "model/chat/builtins.h"
-#include "model/chat/pystr.h"
+#include "text/chat/builtins.h"
+#include "text/chat/pystr.h"
 
 namespace tpserve::chat {
 namespace {

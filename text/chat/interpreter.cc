@@ -1,9 +1,9 @@
-#include "model/chat/interpreter.h"
+#include "text/chat/interpreter.h"
 
 #include <cmath>
 
-#include "model/chat/builtins.h"
-#include "model/chat/pystr.h"
+#include "text/chat/builtins.h"
+#include "text/chat/pystr.h"
 
 namespace tpserve::chat {
 

@@ -9,8 +9,8 @@
 #include <string>
 #include <unordered_map>
 
-#include "model/chat/ast.h"
-#include "model/chat/chat_template.h"
+#include "text/chat/ast.h"
+#include "text/chat/chat_template.h"
 
 namespace tpserve::chat {
 

@@ -1,8 +1,8 @@
-#include "model/chat/lexer.h"
+#include "text/chat/lexer.h"
 
 #include <cctype>
 
-#include "model/chat/pystr.h"
+#include "text/chat/pystr.h"
 
 namespace tpserve::chat {
 namespace {

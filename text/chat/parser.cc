@@ -1,10 +1,10 @@
-#include "model/chat/parser.h"
+#include "text/chat/parser.h"
 
 #include <charconv>
 #include <set>
 
-#include "model/chat/builtins.h"
-#include "model/chat/lexer.h"
+#include "text/chat/builtins.h"
+#include "text/chat/lexer.h"
 
 namespace tpserve::chat {
 namespace {

@@ -7,7 +7,7 @@
 #include <string_view>
 
 #include "common/status.h"
-#include "model/chat/ast.h"
+#include "text/chat/ast.h"
 
 namespace tpserve::chat {
 

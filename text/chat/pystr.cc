@@ -1,4 +1,4 @@
-#include "model/chat/pystr.h"
+#include "text/chat/pystr.h"
 
 #include <utf8proc.h>
 

@@ -8,7 +8,7 @@
 #include <string_view>
 #include <vector>
 
-#include "model/chat/value.h"
+#include "text/chat/value.h"
 
 namespace tpserve::chat {
 

@@ -1,9 +1,9 @@
-#include "model/chat/value.h"
+#include "text/chat/value.h"
 
 #include <algorithm>
 #include <cstdio>
 
-#include "model/chat/pystr.h"
+#include "text/chat/pystr.h"
 
 namespace tpserve::chat {
 

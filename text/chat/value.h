@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "common/status.h"
-#include "model/chat/chat_template.h"
+#include "text/chat/chat_template.h"
 
 namespace tpserve::chat {
 

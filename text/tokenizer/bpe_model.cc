@@ -1,8 +1,8 @@
-#include "model/tokenizer/bpe_model.h"
+#include "text/tokenizer/bpe_model.h"
 
 #include <queue>
 
-#include "model/tokenizer/byte_level.h"
+#include "text/tokenizer/byte_level.h"
 
 namespace tpserve {
 namespace {

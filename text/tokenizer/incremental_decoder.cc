@@ -1,6 +1,6 @@
-#include "model/tokenizer/incremental_decoder.h"
+#include "text/tokenizer/incremental_decoder.h"
 
-#include "model/tokenizer/utf8.h"
+#include "text/tokenizer/utf8.h"
 
 namespace tpserve {
 

@@ -8,7 +8,7 @@
 #include <string>
 
 #include "common/status.h"
-#include "model/tokenizer/tokenizer.h"
+#include "text/tokenizer/tokenizer.h"
 
 namespace tpserve {
 

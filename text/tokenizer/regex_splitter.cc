@@ -1,4 +1,4 @@
-#include "model/tokenizer/regex_splitter.h"
+#include "text/tokenizer/regex_splitter.h"
 
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>

@@ -1,4 +1,4 @@
-#include "model/tokenizer/tokenizer.h"
+#include "text/tokenizer/tokenizer.h"
 
 #include "common/bounded_json.h"
 
@@ -12,8 +12,8 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "model/tokenizer/byte_level.h"
-#include "model/tokenizer/utf8.h"
+#include "text/tokenizer/byte_level.h"
+#include "text/tokenizer/utf8.h"
 
 namespace tpserve {
 using nlohmann::json;

@@ -15,8 +15,8 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "common/status.h"
-#include "model/tokenizer/bpe_model.h"
-#include "model/tokenizer/regex_splitter.h"
+#include "text/tokenizer/bpe_model.h"
+#include "text/tokenizer/regex_splitter.h"
 
 namespace tpserve {
 

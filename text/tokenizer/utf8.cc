@@ -1,4 +1,4 @@
-#include "model/tokenizer/utf8.h"
+#include "text/tokenizer/utf8.h"
 
 namespace tpserve {
 namespace {

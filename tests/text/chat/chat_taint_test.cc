@@ -1,6 +1,6 @@
 // The untrusted ranges of a rendered chat: exactly the bytes that came from the request through
 // concatenation, trim and slicing; the whole result of any other transformation of them.
-#include "model/chat/chat_template.h"
+#include "text/chat/chat_template.h"
 #include "tests/test_util.h"
 
 namespace tpserve {

@@ -12,7 +12,7 @@
 #include <optional>
 #include <string>
 
-#include "model/chat/chat_template.h"
+#include "text/chat/chat_template.h"
 
 int main() {
   using nlohmann::ordered_json;

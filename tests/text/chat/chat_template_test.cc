@@ -1,7 +1,7 @@
 // Chat templates: each construct on hand-written templates (expected strings checked against
 // Python's jinja2 as transformers configures it), errors that name the construct and its line,
 // and LoadChatTemplate on tokenizer_config.json variants.
-#include "model/chat/chat_template.h"
+#include "text/chat/chat_template.h"
 
 #include "tests/test_util.h"
 

@@ -1,7 +1,7 @@
 // The tokenizer against independent references: llama.cpp's vocab test cases (made with Hugging
 // Face transformers) and golden ids from Hugging Face's tokenizers library, cross-checked with a
 // JavaScript port (scripts/golden/make_tokenizer_golden.mjs). Never against our own output.
-#include "model/tokenizer/tokenizer.h"
+#include "text/tokenizer/tokenizer.h"
 
 #include <gtest/gtest.h>
 
@@ -9,8 +9,8 @@
 #include <random>
 #include <sstream>
 
-#include "model/tokenizer/incremental_decoder.h"
-#include "model/tokenizer/utf8.h"
+#include "text/tokenizer/incremental_decoder.h"
+#include "text/tokenizer/utf8.h"
 #include "tests/test_util.h"
 
 namespace tpserve {
