@@ -1,6 +1,6 @@
 #include <cstdlib>
 
-#include "server/commands/commands.h"
+#include "cli/commands.h"
 
 namespace tpserve {
 

@@ -3,7 +3,7 @@
 #include <cstdio>
 
 #include "benchmarks/decode_bench.h"
-#include "server/commands/commands.h"
+#include "cli/commands.h"
 
 namespace tpserve {
 

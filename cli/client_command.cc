@@ -12,7 +12,7 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
-#include "server/commands/commands.h"
+#include "cli/commands.h"
 #include "tpserve/v1/tpserve.grpc.pb.h"
 
 namespace tpserve {

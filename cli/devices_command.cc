@@ -6,7 +6,7 @@
 
 #include "kernels/cpu/linear.h"
 #include "kernels/cuda_module.h"
-#include "server/commands/commands.h"
+#include "cli/commands.h"
 
 namespace tpserve {
 namespace {

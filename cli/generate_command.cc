@@ -11,7 +11,7 @@
 #include "model/model_directory.h"
 #include "text/tokenizer/incremental_decoder.h"
 #include "model/trace_report.h"
-#include "server/commands/commands.h"
+#include "cli/commands.h"
 
 namespace tpserve {
 namespace {

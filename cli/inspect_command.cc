@@ -6,7 +6,7 @@
 
 #include "model/model_directory.h"
 #include "model/weight_layout.h"
-#include "server/commands/commands.h"
+#include "cli/commands.h"
 
 namespace tpserve {
 namespace {

@@ -26,7 +26,7 @@
 #include "clients/load_stats.h"
 #include "clients/openai_load_target.h"
 #include "common/status.h"
-#include "server/commands/commands.h"
+#include "cli/commands.h"
 
 namespace tpserve {
 namespace {

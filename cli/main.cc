@@ -4,7 +4,7 @@
 
 #include <CLI/CLI.hpp>
 
-#include "server/commands/commands.h"
+#include "cli/commands.h"
 
 int main(int argc, char** argv) {
   // Logs go to stderr so that stdout carries only results (text, JSON).

@@ -3,7 +3,7 @@
 #include <chrono>
 
 #include "model/model_maker.h"
-#include "server/commands/commands.h"
+#include "cli/commands.h"
 
 namespace tpserve {
 

@@ -9,7 +9,7 @@
 #include "model/model_maker.h"
 #include "planner/calibrate.h"
 #include "planner/plan.h"
-#include "server/commands/commands.h"
+#include "cli/commands.h"
 
 namespace tpserve {
 namespace {

@@ -1,7 +1,7 @@
 #include <spdlog/spdlog.h>
 
 #include "benchmarks/svg_chart.h"
-#include "server/commands/commands.h"
+#include "cli/commands.h"
 
 namespace tpserve {
 

@@ -19,7 +19,7 @@
 #include "model/engine.h"
 #include "model/model_directory.h"
 #include "server/access_control.h"
-#include "server/commands/commands.h"
+#include "cli/commands.h"
 #include "server/engine_loop.h"
 #include "server/grpc_call_counts.h"
 #include "server/grpc_service.h"

@@ -6,7 +6,7 @@
 
 #include "model/model_directory.h"
 #include "text/tokenizer/utf8.h"
-#include "server/commands/commands.h"
+#include "cli/commands.h"
 
 namespace tpserve {
 namespace {

@@ -7,7 +7,7 @@
 # in what ccache hashes, and CCACHE_NOHASHDIR shares objects built with debug line tables (the
 # sanitizer builds) between folders. For the same reason no compile definition holds a path into
 # the tree except in one small source file per target (tests/test_paths.cc,
-# server/commands/assets.cc, kernels/cuda_module.cc): a path in a target-wide definition would
+# cli/assets.cc, kernels/cuda_module.cc): a path in a target-wide definition would
 # change every command line of the target.
 option(TPSERVE_CCACHE "Compile through ccache when it is installed" ON)
 if(TPSERVE_CCACHE)
