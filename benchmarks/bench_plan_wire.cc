@@ -10,7 +10,7 @@
 #include <cstring>
 #include <vector>
 
-#include "model/step_plan_wire.h"
+#include "engine/step/step_plan_wire.h"
 
 int main(int argc, char** argv) {
   CLI::App app("step plan wire form: encode + decode time per step");

@@ -7,12 +7,12 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
-#include "benchmarks/comm_bench_values.h"
+#include "comm/comm_bench_values.h"
 #include "benchmarks/comm_peer.h"
 #include "comm/allreduce_choice.h"
 #include "comm/in_process_communicator.h"
 #include "kernels/cuda_module.h"
-#include "model/cuda_backend.h"
+#include "engine/cuda_backend.h"
 #include "common/thread_affinity.h"
 
 namespace tpserve {

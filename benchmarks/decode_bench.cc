@@ -10,8 +10,8 @@
 #include "kernels/cpu/memory_bandwidth.h"
 #include "kernels/cpu/thread_pool.h"
 #include "kernels/cuda_module.h"
-#include "model/cuda_backend.h"
-#include "model/engine.h"
+#include "engine/cuda_backend.h"
+#include "engine/engine.h"
 #include "model/model_directory.h"
 
 namespace tpserve {

@@ -15,7 +15,7 @@
 #include "common/status.h"
 #include "model/model_config.h"
 #include "model/model_directory.h"
-#include "model/step_plan.h"
+#include "engine/step/step_plan.h"
 
 namespace tpserve {
 

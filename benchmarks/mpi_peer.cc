@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "benchmarks/comm_bench_values.h"
+#include "comm/comm_bench_values.h"
 
 namespace {
 

@@ -8,7 +8,7 @@
 
 #include "common/status.h"
 #include "kernels/cpu/linear.h"
-#include "model/engine.h"
+#include "engine/engine.h"
 
 namespace tpserve {
 

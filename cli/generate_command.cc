@@ -4,13 +4,13 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
-#include "model/engine.h"
-#include "model/generator.h"
+#include "engine/engine.h"
+#include "engine/generator.h"
 #include "model/known_models.h"
 #include "model/model_maker.h"
 #include "model/model_directory.h"
 #include "text/tokenizer/incremental_decoder.h"
-#include "model/trace_report.h"
+#include "engine/step/trace_report.h"
 #include "cli/commands.h"
 
 namespace tpserve {
@@ -270,7 +270,7 @@ void AddEngineFlags(CLI::App* cmd, EngineOptions* engine) {
                   "fails the engine: requests get UNAVAILABLE, health NOT_SERVING (0: wait forever)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
-  // Fault injection for tests (hidden from --help): model/fault_injection.h.
+  // Fault injection for tests (hidden from --help): engine/step/fault_injection.h.
   cmd->add_option_function<std::string>(
          "--debug-fault",
          [engine](const std::string& spec) {

@@ -16,7 +16,7 @@
 #include <optional>
 #include <thread>
 
-#include "model/engine.h"
+#include "engine/engine.h"
 #include "model/model_directory.h"
 #include "server/access_control.h"
 #include "cli/commands.h"

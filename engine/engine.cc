@@ -1,4 +1,4 @@
-#include "model/engine.h"
+#include "engine/engine.h"
 
 #include <algorithm>
 #include <chrono>
@@ -8,9 +8,9 @@
 #include "comm/allreduce_choice.h"
 #include "comm/in_process_communicator.h"
 #include "kernels/cuda_module.h"
-#include "model/cuda_backend.h"
-#include "model/decoder.h"
-#include "model/process_group.h"
+#include "engine/cuda_backend.h"
+#include "engine/cpu/decoder.h"
+#include "engine/process_group.h"
 #include "model/weight_layout.h"
 
 namespace tpserve {

@@ -13,11 +13,11 @@
 #include "common/status.h"
 #include "kernels/cpu/linear.h"
 #include "kernels/cpu/thread_pool.h"
-#include "model/fault_injection.h"
-#include "model/kv_cache.h"
+#include "engine/step/fault_injection.h"
+#include "engine/step/kv_cache.h"
 #include "kernels/device_choice.h"
 #include "model/model_directory.h"
-#include "model/step_plan.h"
+#include "engine/step/step_plan.h"
 
 namespace tpserve {
 
@@ -53,11 +53,11 @@ struct EngineOptions {
   bool cuda_graphs = false;
   int cuda_graph_max_batch = 128;
   // A rank that waits this long for its peers in one collective fails the step (CPU: every wait
-  // of the in-process communicator; CUDA: the step), and the engine fails (model/engine.h). 0: never.
+  // of the in-process communicator; CUDA: the step), and the engine fails (engine/engine.h). 0: never.
   int collective_timeout_ms = 60000;
   // Multi-process TP (CPU backend): with group.distributed(), this process runs global ranks
   // [group.first_rank, group.first_rank + group.local_ranks) of group.tp, and the leader sends
-  // every step's plan to the others (model/process_group.h).
+  // every step's plan to the others (engine/process_group.h).
   GroupMembership group;
   MembershipFlags membership;  // as the command line gave them; CreateEngineOnDevice resolves `group`
   std::string bind_address = "127.0.0.1";  // this member's Gloo address, reachable by the others

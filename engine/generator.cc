@@ -1,4 +1,4 @@
-#include "model/generator.h"
+#include "engine/generator.h"
 
 #include <algorithm>
 

@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "common/status.h"
-#include "model/engine.h"
-#include "model/sampler.h"
+#include "engine/engine.h"
+#include "engine/step/sampler.h"
 
 namespace tpserve {
 

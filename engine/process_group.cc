@@ -1,4 +1,4 @@
-#include "model/process_group.h"
+#include "engine/process_group.h"
 
 #if defined(TPSERVE_HAVE_GLOO)
 #include <algorithm>
@@ -6,7 +6,7 @@
 #include "comm/gloo_communicator.h"
 #include "comm/hierarchical_communicator.h"
 #include "comm/rendezvous_store.h"
-#include "model/step_plan_wire.h"
+#include "engine/step/step_plan_wire.h"
 #endif
 
 namespace tpserve {
@@ -89,10 +89,14 @@ Result<std::string> ProcessGroup::ShareFromLeader(const std::string& key,
   if (membership_.leader()) {
     Result<std::string> made = make();
     RETURN_IF_ERROR(impl_->store->Set(stored_key, made.ok() ? "V" + *made : "E" + made.status().message()));
+    const Status read = EveryMemberHasRead(stored_key);
+    if (!made.ok()) return made.status();  // the leader's own error first
+    RETURN_IF_ERROR(read);
     return made;
   }
   Result<std::string> stored = impl_->store->Get(stored_key, impl_->timeout);
   if (!stored.ok()) return stored.status();
+  RETURN_IF_ERROR(EveryMemberHasRead(stored_key));
   const std::string_view value = *stored;
   const char tag = value.empty() ? '\0' : value.front();
   if (tag == 'E') return FailedPrecondition("the leader could not make " + key + ": " + std::string(value.substr(1)));
@@ -112,7 +116,16 @@ Result<int> ProcessGroup::AgreeOnMinimum(const std::string& key, int value) {
       return DataLoss("rendezvous key " + prefix + std::to_string(member) + " holds '" + theirs + "', not a number");
     }
   }
+  RETURN_IF_ERROR(EveryMemberHasRead(prefix + "*"));
   return minimum;
+}
+
+Status ProcessGroup::EveryMemberHasRead(const std::string& key) {
+  // The store lives in the leader's ProcessGroup: a leader that returned as soon as it had written
+  // (or read) would be free to leave, closing the store under a member still reading.
+  Status met = impl_->control->Barrier(impl_->timeout);
+  if (!met.ok()) return Status(met.code(), "waiting for every member to read rendezvous key " + key + ": " + met.message());
+  return met;
 }
 
 Result<std::vector<std::unique_ptr<Communicator>>> ProcessGroup::ConnectRanks(std::chrono::milliseconds local_timeout) {

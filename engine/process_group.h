@@ -14,7 +14,7 @@
 #include "comm/communicator.h"
 #include "comm/group_membership.h"
 #include "common/status.h"
-#include "model/step_plan.h"
+#include "engine/step/step_plan.h"
 
 namespace tpserve {
 
@@ -27,9 +27,10 @@ class ProcessGroup {
   ~ProcessGroup();
 
   // A value the leader makes once for the whole group (NCCL's unique id): the leader runs `make`
-  // and publishes the result (or its error) under `key`; every member returns the same bytes.
+  // and publishes the result (or its error) under `key`; every member returns the same bytes, and
+  // none (the leader included) before every member has them.
   Result<std::string> ShareFromLeader(const std::string& key, const std::function<Result<std::string>()>& make);
-  // Every member offers `value` under `key`; every member gets the smallest.
+  // Every member offers `value` under `key`; every member gets the smallest, once all have it.
   Result<int> AgreeOnMinimum(const std::string& key, int value);
 
   // One communicator per rank of this member (global ranks first_rank ...), connected to every
@@ -54,6 +55,8 @@ class ProcessGroup {
  private:
   struct Impl;
   explicit ProcessGroup(const GroupMembership& membership);
+  // Waits (within the group timeout) until every member has read `key` from the leader's store.
+  Status EveryMemberHasRead(const std::string& key);
   GroupMembership membership_;
   std::unique_ptr<Impl> impl_;
 };

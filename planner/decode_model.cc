@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "model/rank_weights.h"
+#include "engine/step/rank_weights.h"
 
 namespace tpserve::planner {
 namespace {

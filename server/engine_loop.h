@@ -16,11 +16,11 @@
 #include <vector>
 
 #include "common/status.h"
-#include "model/engine.h"
-#include "model/sampler.h"
+#include "engine/engine.h"
+#include "engine/step/sampler.h"
 #include "text/tokenizer/tokenizer.h"
 #include "server/metrics.h"
-#include "server/scheduler.h"
+#include "engine/step/scheduler.h"
 
 namespace tpserve {
 

@@ -7,7 +7,6 @@
 #include <cstring>
 #include <memory>
 
-#include "model/cuda_backend.h"
 
 namespace tpserve::cuda {
 namespace {
@@ -113,7 +112,6 @@ Result<std::vector<std::unique_ptr<DeviceCommunicator>>> CreateNcclGroup(const s
 
 Result<std::vector<std::unique_ptr<DeviceCommunicator>>> JoinNcclGroup(const std::vector<int>& devices, int first_rank,
                                                                        int world, const std::string& unique_id) {
-  static_assert(sizeof(ncclUniqueId) == kNcclUniqueIdBytes, "model/cuda_backend.h's kNcclUniqueIdBytes");
   if (unique_id.size() != sizeof(ncclUniqueId)) {
     return InvalidArgument("an ncclUniqueId of " + std::to_string(unique_id.size()) + " bytes, expected " +
                            std::to_string(sizeof(ncclUniqueId)));

@@ -1,4 +1,4 @@
-#include "model/decoder.h"
+#include "engine/cpu/decoder.h"
 
 #include <chrono>
 #include <cmath>

@@ -9,12 +9,12 @@
 #include "comm/communicator.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/thread_pool.h"
-#include "model/fault_injection.h"
-#include "model/kv_cache.h"
+#include "engine/step/fault_injection.h"
+#include "engine/step/kv_cache.h"
 #include "model/model_config.h"
-#include "model/rank_decoder.h"
-#include "model/rank_weights.h"
-#include "model/step_plan.h"
+#include "engine/step/rank_decoder.h"
+#include "engine/step/rank_weights.h"
+#include "engine/step/step_plan.h"
 
 namespace tpserve {
 
@@ -25,7 +25,7 @@ struct DecoderOptions {
   bool trace = true;  // time every op into the step trace (off: only the rank's total)
   // Fault injection for tests: skip the MLP AllReduce of this layer (-1: never).
   int skip_mlp_allreduce_layer = -1;
-  // Fault injection for tests (model/fault_injection.h): acted out at the start of the pass
+  // Fault injection for tests (engine/step/fault_injection.h): acted out at the start of the pass
   // (fail, throw) or at its first collective (stall, comm-error). Stalled ranks wait on `release`.
   FaultInjection fault;
   const StallRelease* stall_release = nullptr;

@@ -1,4 +1,4 @@
-#include "model/cuda/cuda_decoder.h"
+#include "engine/cuda/cuda_decoder.h"
 
 #include <nvtx3/nvToolsExt.h>
 
@@ -14,8 +14,8 @@
 #include "kernels/cuda/attention.h"
 #include "kernels/cuda/ops.h"
 #include "kernels/cuda/sampling.h"
-#include "model/decoder.h"
-#include "model/packed_step.h"
+#include "engine/cpu/decoder.h"
+#include "engine/step/packed_step.h"
 
 namespace tpserve::cuda {
 namespace {

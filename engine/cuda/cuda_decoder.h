@@ -1,4 +1,4 @@
-// One rank's share of the Llama forward pass on a GPU: the CUDA twin of model/decoder.h, with the
+// One rank's share of the Llama forward pass on a GPU: the CUDA twin of engine/cpu/decoder.h, with the
 // same op sequence, the same step trace (from CUDA events) and the same logits contract. Weights
 // are bf16 on the device, activations f32 (rounded to bf16 as GEMM inputs), the KV cache f32 in
 // blocks addressed by the engine's block tables. Module-internal.
@@ -14,12 +14,12 @@
 
 #include "comm/device_communicator.h"
 #include "kernels/cuda/gemm.h"
-#include "model/cuda/device_buffer.h"
-#include "model/cuda_graph_shapes.h"
-#include "model/fault_injection.h"
+#include "kernels/cuda/device_buffer.h"
+#include "engine/cuda/cuda_graph_shapes.h"
+#include "engine/step/fault_injection.h"
 #include "model/model_config.h"
-#include "model/rank_decoder.h"
-#include "model/rank_weights.h"
+#include "engine/step/rank_decoder.h"
+#include "engine/step/rank_weights.h"
 
 namespace tpserve::cuda {
 
@@ -35,12 +35,12 @@ struct CudaRankOptions {
   bool return_logits = true;  // false: copy back only the rows the host samples (none when all are greedy)
   std::chrono::milliseconds wait_timeout{60000};  // a step that does not finish by then fails
   // CUDA graphs for pure decode steps of up to graph_max_batch sequences and graph_max_context
-  // positions, one per (batch, context) bucket (model/cuda_graph_shapes.h), captured on first use.
+  // positions, one per (batch, context) bucket (engine/cuda/cuda_graph_shapes.h), captured on first use.
   // Steps timed per op (set_trace(true)) run eagerly: per-op events would sit inside the graph.
   bool cuda_graphs = false;
   int graph_max_batch = 128;
   int graph_max_context = 8192;
-  FaultInjection fault;  // tests: fail or throw at a forward pass (model/fault_injection.h)
+  FaultInjection fault;  // tests: fail or throw at a forward pass (engine/step/fault_injection.h)
   std::function<void(const std::string&)> log;  // one line per event worth logging
 };
 

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "common/status.h"
-#include "model/packed_step.h"
+#include "engine/step/packed_step.h"
 
 namespace tpserve {
 

@@ -1,4 +1,4 @@
-#include "comm/cuda/device_comm_bench.h"
+#include "engine/cuda/device_comm_bench.h"
 
 #include <cuda_runtime.h>
 
@@ -8,11 +8,12 @@
 #include <string>
 #include <thread>
 
-#include "benchmarks/comm_bench_values.h"
+#include "comm/comm_bench_values.h"
 #include "comm/cuda/nccl_communicator.h"
 #include "comm/cuda/oneshot_communicator.h"
 #include "comm/cuda/rank_order_communicator.h"
-#include "model/cuda/device_buffer.h"
+#include "engine/cuda/placement.h"
+#include "kernels/cuda/device_buffer.h"
 
 namespace tpserve::cuda {
 namespace {

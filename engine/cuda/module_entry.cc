@@ -1,8 +1,9 @@
-// The CUDA module's entry points (model/cuda_backend.h calls them through dlopen): the ABI
+// The CUDA module's entry points (engine/cuda_backend.h calls them through dlopen): the ABI
 // version; the group factory, which places the ranks on GPUs, creates their communicators,
 // uploads each rank's weights and sizes the KV cache; and the read-bandwidth probe. The device
 // probe is kernels/cuda/device_probe.cu.
 #include <cuda_runtime.h>
+#include <nccl.h>
 
 #include <chrono>
 #include <cstdio>
@@ -11,14 +12,15 @@
 #include <thread>
 #include <algorithm>
 
-#include "comm/cuda/device_comm_bench.h"
+#include "engine/cuda/device_comm_bench.h"
 #include "comm/cuda/nccl_communicator.h"
 #include "comm/cuda/oneshot_communicator.h"
 #include "comm/cuda/rank_order_communicator.h"
 #include "kernels/cuda/memory_bandwidth.h"
-#include "model/cuda/cuda_decoder.h"
-#include "model/cuda_backend.h"
-#include "model/kv_cache.h"
+#include "engine/cuda/cuda_decoder.h"
+#include "engine/cuda/module_api.h"
+#include "engine/cuda/placement.h"
+#include "engine/step/kv_cache.h"
 
 namespace tpserve::cuda {
 namespace {
@@ -187,6 +189,8 @@ __attribute__((visibility("default"))) void tpserve_cuda_create_group(const tpse
                                                                       tpserve::Result<tpserve::CudaGroup>* reply) {
   *reply = tpserve::cuda::CreateGroup(*request);
 }
+
+static_assert(sizeof(ncclUniqueId) == tpserve::kNcclUniqueIdBytes, "engine/cuda/module_api.h's kNcclUniqueIdBytes");
 
 __attribute__((visibility("default"))) void tpserve_cuda_nccl_unique_id(tpserve::Result<std::string>* reply) {
   *reply = tpserve::cuda::NewNcclUniqueId();

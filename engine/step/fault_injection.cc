@@ -1,4 +1,4 @@
-#include "model/fault_injection.h"
+#include "engine/step/fault_injection.h"
 
 #include <chrono>
 #include <stdexcept>

@@ -1,4 +1,4 @@
-#include "model/kv_cache.h"
+#include "engine/step/kv_cache.h"
 
 namespace tpserve {
 

@@ -1,5 +1,5 @@
 // The seam between the engine and a backend: what one tensor-parallel rank runs every step. The
-// CPU backend's Decoder (model/decoder.h) and the CUDA backend's decoder (model/cuda/, inside the
+// CPU backend's Decoder (engine/cpu/decoder.h) and the CUDA backend's decoder (engine/cuda/, inside the
 // module loaded at run time) both implement it; the engine, scheduler, step plans, sampling and
 // trace format are the same above it. No CUDA headers here.
 #pragma once
@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "common/status.h"
-#include "model/rank_weights.h"
-#include "model/step_plan.h"
+#include "engine/step/rank_weights.h"
+#include "engine/step/step_plan.h"
 
 namespace tpserve {
 

@@ -1,4 +1,4 @@
-#include "model/rank_weights.h"
+#include "engine/step/rank_weights.h"
 
 #include "model/weight_layout.h"
 

@@ -1,4 +1,4 @@
-#include "server/scheduler.h"
+#include "engine/step/scheduler.h"
 
 #include <algorithm>
 

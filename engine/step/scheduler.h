@@ -11,8 +11,8 @@
 #include <memory>
 #include <vector>
 
-#include "model/kv_cache.h"
-#include "model/step_plan.h"
+#include "engine/step/kv_cache.h"
+#include "engine/step/step_plan.h"
 
 namespace tpserve {
 

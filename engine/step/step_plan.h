@@ -6,8 +6,8 @@
 #include <span>
 #include <vector>
 
-#include "model/sampler.h"
-#include "model/step_trace.h"
+#include "engine/step/sampler.h"
+#include "engine/step/step_trace.h"
 
 namespace tpserve {
 

@@ -1,4 +1,4 @@
-#include "model/step_plan_wire.h"
+#include "engine/step/step_plan_wire.h"
 
 #include <bit>
 #include <cstring>

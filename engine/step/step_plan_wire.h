@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "common/status.h"
-#include "model/step_plan.h"
+#include "engine/step/step_plan.h"
 
 namespace tpserve {
 

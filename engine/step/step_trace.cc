@@ -1,4 +1,4 @@
-#include "model/step_trace.h"
+#include "engine/step/step_trace.h"
 
 #include <algorithm>
 #include <cmath>

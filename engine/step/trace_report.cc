@@ -1,5 +1,5 @@
 #include "common/median.h"
-#include "model/trace_report.h"
+#include "engine/step/trace_report.h"
 
 #include <algorithm>
 #include <cstdio>

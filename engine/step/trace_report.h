@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "common/status.h"
-#include "model/step_trace.h"
+#include "engine/step/step_trace.h"
 
 namespace tpserve {
 

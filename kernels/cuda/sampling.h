@@ -1,4 +1,4 @@
-// Greedy sampling on the GPU, with the CPU sampler's semantics (model/sampler.cc GreedyId): the
+// Greedy sampling on the GPU, with the CPU sampler's semantics (engine/step/sampler.cc GreedyId): the
 // largest logit, the lowest id on ties, NaN never chosen over a number, banned ids (stop and eos
 // ids before min_tokens) skipped. Rows that need temperature, top-k / top-p or logprobs are
 // sampled on the host from the downloaded logits. No CUDA headers; pointers are device memory.

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "common/status.h"
-#include "model/sampler.h"
+#include "engine/step/sampler.h"
 #include "text/tokenizer/tokenizer.h"
 #include "server/http/openai_request.h"
 

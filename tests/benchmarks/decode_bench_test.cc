@@ -6,7 +6,7 @@
 
 #include <cmath>
 
-#include "tests/model/engine_test_util.h"
+#include "tests/engine/engine_test_util.h"
 
 namespace tpserve {
 namespace {

@@ -1,12 +1,12 @@
 // The host side of the CUDA backend, on the CPU: where ranks go, how many KV blocks fit, and what
 // the engine says when the CUDA backend cannot run.
-#include "model/cuda_backend.h"
+#include "engine/cuda_backend.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include "kernels/cuda_module.h"
-#include "tests/model/engine_test_util.h"
+#include "tests/engine/engine_test_util.h"
 
 namespace tpserve {
 namespace {

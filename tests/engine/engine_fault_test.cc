@@ -1,4 +1,4 @@
-// The engine-failed path (model/engine.h) under each injected fault (model/fault_injection.h): the
+// The engine-failed path (engine/engine.h) under each injected fault (engine/step/fault_injection.h): the
 // failing step returns an error naming the fault within the collective timeout, every later step
 // returns that error at once, and the engine is destroyed without hanging, stalled rank included.
 #include <gtest/gtest.h>
@@ -6,8 +6,8 @@
 #include <cctype>
 #include <chrono>
 
-#include "model/fault_injection.h"
-#include "tests/model/engine_test_util.h"
+#include "engine/step/fault_injection.h"
+#include "tests/engine/engine_test_util.h"
 
 namespace tpserve {
 namespace {

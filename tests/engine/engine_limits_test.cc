@@ -3,7 +3,7 @@
 // alone and the engine keeps working.
 #include <gtest/gtest.h>
 
-#include "tests/model/engine_test_util.h"
+#include "tests/engine/engine_test_util.h"
 
 namespace tpserve {
 namespace {

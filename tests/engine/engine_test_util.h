@@ -9,7 +9,7 @@
 #include <memory>
 #include <string>
 
-#include "model/engine.h"
+#include "engine/engine.h"
 #include "model/model_directory.h"
 #include "model/model_maker.h"
 #include "tests/test_util.h"

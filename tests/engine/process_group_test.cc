@@ -2,7 +2,7 @@
 // fingerprint check, the leader's value shared with every member (NCCL's unique id for the CUDA
 // backend: exact bytes, zeros included, or the leader's error on every member), and the agreed
 // minimum (KV blocks). Where the CUDA module is built, the real ncclGetUniqueId goes through it.
-#include "model/process_group.h"
+#include "engine/process_group.h"
 
 #include <gtest/gtest.h>
 
@@ -13,7 +13,7 @@
 #include <functional>
 #include <thread>
 
-#include "model/cuda_backend.h"
+#include "engine/cuda_backend.h"
 
 namespace tpserve {
 namespace {
@@ -89,6 +89,20 @@ TEST(ProcessGroup, TheLeadersFailureIsAnErrorOnEveryMemberAtOnce) {
       EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10)) << "not the timeout";
     }
   });
+}
+
+// The store lives in the leader's ProcessGroup: a leader that shares its value and leaves at once
+// must not close it under a member that asks later (the leader waits until every member has it).
+TEST(ProcessGroup, AMemberThatAsksLateStillGetsTheLeadersValue) {
+  std::vector<std::string> got(2);
+  OnMembers(2, SameEverywhere, [&](int m, Result<std::unique_ptr<ProcessGroup>>& group) {
+    ASSERT_TRUE(group.ok()) << group.status().ToString();
+    if (m == 1) std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    auto shared = (*group)->ShareFromLeader("nccl_unique_id", []() -> Result<std::string> { return std::string("id"); });
+    ASSERT_TRUE(shared.ok()) << "member " << m << ": " << shared.status().ToString();
+    got[m] = *shared;
+  });  // each member's group (the leader's store with it) goes as soon as its call returns
+  EXPECT_EQ(got, (std::vector<std::string>{"id", "id"}));
 }
 
 TEST(ProcessGroup, MembersAgreeOnTheSmallestValue) {

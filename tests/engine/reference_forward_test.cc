@@ -7,7 +7,7 @@
 #include <numbers>
 
 #include "model/weight_layout.h"
-#include "tests/model/engine_test_util.h"
+#include "tests/engine/engine_test_util.h"
 
 namespace tpserve {
 namespace {

@@ -1,10 +1,10 @@
-// The step plan a follower receives from the network (model/step_plan_wire.h) on arbitrary bytes:
+// The step plan a follower receives from the network (engine/step/step_plan_wire.h) on arbitrary bytes:
 // an error, never a crash or a huge allocation; an accepted plan encodes back to bytes that decode
 // to the same plan.
 #include <cstdint>
 #include <vector>
 
-#include "model/step_plan_wire.h"
+#include "engine/step/step_plan_wire.h"
 #include "tests/fuzz/fuzz_util.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -87,7 +87,7 @@ for i, text in enumerate(texts):
 write("tokenizer_text", "invalid_utf8", b"\0" + b"\xff\xfe\xc3(\xe2\x82")
 
 
-# Step plans, in model/step_plan_wire.cc's format.
+# Step plans, in engine/step/step_plan_wire.cc's format.
 def plan(step_id, sequences):
     out = struct.pack("<IHqI", 0x50535054, 1, step_id, len(sequences))
     for s in sequences:

@@ -7,7 +7,7 @@
 #include <atomic>
 #include <thread>
 
-#include "tests/model/engine_test_util.h"
+#include "tests/engine/engine_test_util.h"
 
 namespace tpserve {
 namespace {

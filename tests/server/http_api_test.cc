@@ -17,7 +17,7 @@
 #include <future>
 #include <thread>
 
-#include "tests/model/engine_test_util.h"
+#include "tests/engine/engine_test_util.h"
 #include "tests/server/raw_http.h"
 #include "tests/server/server_process.h"
 #include "tpserve/v1/tpserve.grpc.pb.h"

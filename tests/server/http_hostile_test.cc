@@ -11,7 +11,7 @@
 #include <thread>
 #include <vector>
 
-#include "tests/model/engine_test_util.h"
+#include "tests/engine/engine_test_util.h"
 #include "tests/server/raw_http.h"
 #include "tests/server/server_process.h"
 

@@ -12,7 +12,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "tests/model/engine_test_util.h"
+#include "tests/engine/engine_test_util.h"
 #include "tests/server/server_process.h"
 #include "tpserve/v1/tpserve.grpc.pb.h"
 

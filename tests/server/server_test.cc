@@ -11,7 +11,7 @@
 #include <sstream>
 #include <thread>
 
-#include "tests/model/engine_test_util.h"
+#include "tests/engine/engine_test_util.h"
 #include "tests/server/server_process.h"
 #include "tpserve/v1/tpserve.grpc.pb.h"
 
@@ -517,7 +517,7 @@ TEST(ServerLimits, RunningStreamsKeepDecodingWhileALongPromptIsPrefilledInChunks
   EXPECT_EQ(server.Stop(), 0);
 }
 
-// The engine-failed path (model/engine.h, serve's --failure-exit-seconds), for each injected
+// The engine-failed path (engine/engine.h, serve's --failure-exit-seconds), for each injected
 // fault: the in-flight request gets UNAVAILABLE naming the fault, health turns NOT_SERVING, new
 // requests are refused, and the process exits with status 3 on its own for its supervisor.
 struct FaultCase {

@@ -19,7 +19,7 @@
 #include <random>
 #include <thread>
 
-#include "tests/model/engine_test_util.h"
+#include "tests/engine/engine_test_util.h"
 #include "tests/server/server_process.h"
 #include "tpserve/v1/tpserve.grpc.pb.h"
 

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <cstring>
 
-#include "tests/model/engine_test_util.h"
+#include "tests/engine/engine_test_util.h"
 
 namespace tpserve {
 namespace {

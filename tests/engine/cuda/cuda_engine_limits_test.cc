@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "tests/model/cuda_test_util.h"
-#include "tests/model/engine_test_util.h"
+#include "tests/engine/cuda/cuda_test_util.h"
+#include "tests/engine/engine_test_util.h"
 
 namespace tpserve {
 namespace {

@@ -17,8 +17,8 @@
 
 #include "kernels/cuda_module.h"
 #include "model/model_directory.h"
-#include "tests/model/cuda_test_util.h"
-#include "tests/model/engine_test_util.h"
+#include "tests/engine/cuda/cuda_test_util.h"
+#include "tests/engine/engine_test_util.h"
 
 namespace tpserve {
 namespace {

@@ -1,4 +1,4 @@
-#include "model/cuda_graph_shapes.h"
+#include "engine/cuda/cuda_graph_shapes.h"
 
 #include <gtest/gtest.h>
 

@@ -1,6 +1,6 @@
 #include <gtest/gtest.h>
 
-#include "model/step_trace.h"
+#include "engine/step/step_trace.h"
 
 namespace tpserve {
 namespace {

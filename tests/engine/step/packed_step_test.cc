@@ -1,4 +1,4 @@
-#include "model/packed_step.h"
+#include "engine/step/packed_step.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "model/sampler.h"
+#include "engine/step/sampler.h"
 
 #include <gtest/gtest.h>
 

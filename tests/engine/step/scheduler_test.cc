@@ -1,5 +1,5 @@
 // The continuous-batching policy on plain data: no engine, no threads.
-#include "server/scheduler.h"
+#include "engine/step/scheduler.h"
 
 #include <gtest/gtest.h>
 

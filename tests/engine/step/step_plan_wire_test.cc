@@ -1,6 +1,6 @@
 // The step plan's wire form: every field survives the round trip, and a short, corrupted or
 // foreign message is an error that names what is wrong, never a crash or an over-read.
-#include "model/step_plan_wire.h"
+#include "engine/step/step_plan_wire.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
