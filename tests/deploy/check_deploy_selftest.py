@@ -6,6 +6,7 @@ copy to pass).
   check_deploy_selftest.py [TPSERVE_BINARY]
 """
 import pathlib
+import re
 import shutil
 import subprocess
 import sys
@@ -104,8 +105,11 @@ if TPSERVE:  # the flags are checked against `serve --help` only with the binary
 
 # What the checker reads: the sources (the variables tpserve reads, the folders CMake compiles from)
 # and the build's inputs; the tokenizers are stood in for by an empty folder.
-FOLDERS = ["deploy", "cmake", "common", "kernels", "comm", "model", "proto", "benchmarks", "planner", "server",
-           "clients", "tests"]
+# The source folders: those the top-level CMakeLists.txt adds and those a CMakeLists.txt compiles from
+# (clients/), so that a new folder is copied too.
+FOLDERS = sorted({"deploy", "cmake", *re.findall(r"add_subdirectory\((\w+)\)", (REPO / "CMakeLists.txt").read_text()),
+                  *(m for f in REPO.glob("*/**/CMakeLists.txt") if not f.relative_to(REPO).parts[0].startswith("build")
+                    for m in re.findall(r"CMAKE_SOURCE_DIR\}/(\w+)/", f.read_text()))})
 FILES = ["CMakeLists.txt", ".dockerignore", "scripts/setup.sh"]
 
 
