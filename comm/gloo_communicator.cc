@@ -48,8 +48,16 @@ Result<std::unique_ptr<GlooCommunicator>> GlooCommunicator::Connect(gloo::rendez
     auto device = gloo::transport::tcp::CreateDevice(attr);
     gloo::rendezvous::PrefixStore prefixed(options.prefix, store);
     context = std::make_shared<gloo::rendezvous::Context>(rank, world_size);
-    context->setTimeout(options.connect_timeout.value_or(options.timeout));
+    const std::chrono::milliseconds connect_timeout = options.connect_timeout.value_or(options.timeout);
+    context->setTimeout(connect_timeout);
     context->connectFullMesh(prefixed, device);
+    // connectFullMesh returns on the connecting side of a pair once the kernel has queued the
+    // connection in the peer's listen backlog, before the peer has even read this rank's address:
+    // a rank that left at once would close the pair under a peer still connecting ("Connection
+    // closed by peer"). The barrier holds every rank until every rank is connected.
+    gloo::BarrierOptions barrier(context);
+    barrier.setTimeout(connect_timeout);
+    gloo::barrier(barrier);
     context->setTimeout(options.timeout);
   }));
   return std::unique_ptr<GlooCommunicator>(new GlooCommunicator(context, rank, world_size, options.timeout));
@@ -122,10 +130,12 @@ Status GlooCommunicator::BroadcastBytes(std::vector<uint8_t>* data, int root, st
   return Status::Ok();
 }
 
-Status GlooCommunicator::Barrier() {
+Status GlooCommunicator::Barrier() { return Barrier(timeout_); }
+
+Status GlooCommunicator::Barrier(std::chrono::milliseconds timeout) {
   return Guard("Barrier", rank_, [&] {
     gloo::BarrierOptions opts(context_);
-    opts.setTimeout(timeout_);
+    opts.setTimeout(std::min(timeout, timeout_));
     gloo::barrier(opts);
   });
 }

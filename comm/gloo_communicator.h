@@ -28,7 +28,8 @@ struct GlooOptions {
 
 class GlooCommunicator final : public Communicator {
  public:
-  // Meets the other `world_size - 1` ranks through `store` and connects to each (full mesh).
+  // Meets the other `world_size - 1` ranks through `store` and connects to each (full mesh);
+  // returns on no rank before every rank is connected.
   static Result<std::unique_ptr<GlooCommunicator>> Connect(gloo::rendezvous::Store& store, int rank, int world_size,
                                                            const GlooOptions& options);
   ~GlooCommunicator() override;
@@ -41,6 +42,8 @@ class GlooCommunicator final : public Communicator {
   Status ReduceScatterSum(const float* input, float* output, size_t count) override;
   Status Broadcast(float* data, size_t count, int root) override;
   Status Barrier() override;
+  // `timeout`: this call's, when shorter than the communicator's.
+  Status Barrier(std::chrono::milliseconds timeout);
 
   // Bytes, for the leader's step plans: `data` holds `size` bytes on root; every rank gets them,
   // in one message while they fit the current frame (4 KiB, grown to fit the largest so far).

@@ -294,14 +294,15 @@ void RendezvousServer::Serve(Connection* connection) {
       if (!SendAll(fd, &kOk, 1)) break;
     } else if (op == kGet) {
       std::unique_lock<std::mutex> lock(mutex_);
-      const bool found = changed_.wait_for(lock, std::chrono::milliseconds(timeout_ms),
-                                           [&] { return stop_ || values_.count(name) > 0; });
-      if (!found || stop_) {
+      changed_.wait_for(lock, std::chrono::milliseconds(timeout_ms), [&] { return stop_ || values_.count(name) > 0; });
+      const auto found = values_.find(name);
+      if (found == values_.end()) {
         lock.unlock();
-        if (!SendAll(fd, &kTimedOut, 1)) break;
+        // A server going away closes the connection (the member says so), rather than claim a timeout.
+        if (stop_ || !SendAll(fd, &kTimedOut, 1)) break;
         continue;
       }
-      value = values_[name];
+      value = found->second;
       lock.unlock();
       if (!SendAll(fd, &kOk, 1) || !SendBytes(fd, value.data(), static_cast<uint32_t>(value.size()))) break;
     } else {
