@@ -45,8 +45,10 @@ run_ctest() {
   ran="$(sed -n 's/.*tests passed, [0-9]* tests failed out of \([0-9]*\).*/\1/p' "$log" | tail -1)"
   LAST_CTEST_LINE="$(grep -E 'tests passed, [0-9]+ tests failed out of' "$log" | tail -1)"
   echo "-- the ten slowest:"
-  sed -nE 's/.*Test +#[0-9]+: ([^ ]+) .* ([0-9.]+) sec$/\2 \1/p' "$log" | sort -rn | head -10 |
-    awk '{printf "   %8.2f s  %s\n", $1, $2}'
+  # awk takes the first ten itself: `head` would close the pipe early, and with pipefail the
+  # SIGPIPE that sort then gets (exit 141) failed a green stage.
+  sed -nE 's/.*Test +#[0-9]+: ([^ ]+) .* ([0-9.]+) sec$/\2 \1/p' "$log" | sort -rn |
+    awk 'NR <= 10 {printf "   %8.2f s  %s\n", $1, $2}'
   rm -f "$log"
   if [[ $status -ne 0 ]]; then return "$status"; fi
   if [[ -z "$ran" || "$ran" -lt "$min" ]]; then
