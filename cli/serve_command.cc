@@ -96,6 +96,34 @@ std::vector<std::string> KnownMethods() {
 // from 1, a start-up error).
 constexpr int kEngineFailedExit = 3;
 
+// After --drain-seconds, cancelling what is left and closing every connection gets this long; then
+// the process ends whatever still runs (docs/API.md, "Shutdown"). Of it, gRPC calls whose requests
+// were cancelled get kGrpcFinishGrace to deliver their last message before they are cut.
+constexpr auto kShutdownMargin = std::chrono::seconds(2);
+constexpr auto kGrpcFinishGrace = std::chrono::seconds(1);
+
+// What the shutdown is waiting for, for the deadline's log line (process-lifetime: the deadline's
+// thread may outlive Run). nullptr once exit() has begun: spdlog may be gone by then.
+std::atomic<const char*> shutdown_step{"draining"};
+
+// Ends the process at `at` unless the shutdown has by then. Some waits cannot be interrupted: an
+// HTTP event-loop thread parsing and tokenizing a large request, a gRPC handler, an engine step, a
+// destructor. No destructors run (a thread still working may use what they would free), and the
+// status is 0 as for any drain: what ran past the drain was cancelled.
+void ExitAtShutdownDeadline(std::chrono::steady_clock::time_point at) {
+  std::atexit([] { shutdown_step = nullptr; });  // runs before spdlog's registry is destroyed
+  std::thread([at] {
+    std::this_thread::sleep_until(at);
+    if (const char* step = shutdown_step.load()) {
+      spdlog::warn("serve: still {} {} s after the drain: exiting now", step,
+                   std::chrono::duration_cast<std::chrono::seconds>(kShutdownMargin).count());
+      spdlog::default_logger()->flush();
+      std::fflush(nullptr);
+    }
+    std::_Exit(0);
+  }).detach();
+}
+
 // SIGTERM and SIGINT are blocked in every thread and taken by one thread of their own. Until the
 // server serves (while the model loads and a multi-process group forms) and in a follower, nothing
 // needs draining: the process exits at once with 128 + the signal, so that a member stuck joining
@@ -293,17 +321,26 @@ int Run(const ServeOptions& options) {
   service.StartDraining();
   if (http) http->StartDraining();
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(options.drain_seconds);
-  while (loop.in_flight() > 0 && std::chrono::steady_clock::now() < deadline) {
+  ExitAtShutdownDeadline(deadline + kShutdownMargin);
+  // In flight: the engine's requests, and HTTP requests admitted before the signal whose bodies are
+  // still arriving or being tokenized.
+  const auto in_flight = [&] { return loop.in_flight() + (http ? http->requests_in_progress() : 0); };
+  while (in_flight() > 0 && std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
-  const int abandoned = loop.in_flight();
-  loop.Stop();  // cancels whatever is left
-  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  const int abandoned = in_flight();
+  shutdown_step = "stopping the engine loop";
+  loop.Stop();  // cancels whatever is left, after the step it is in
+  shutdown_step = "closing the gRPC calls";
+  server->Shutdown(std::chrono::system_clock::now() + kGrpcFinishGrace);  // then cancels the rest
+  shutdown_step = "closing the HTTP connections (a request is still being parsed or tokenized)";
   if (http) http->Stop();
   stopping = true;
   health.join();
+  shutdown_step = "closing the metrics port";
   metrics_http.Stop();
   spdlog::info("stopped ({} requests cancelled at the end of the drain)", abandoned);
+  shutdown_step = "freeing the engine";
   return 0;
 }
 
@@ -385,7 +422,12 @@ void AddServeCommand(CLI::App& app, CommandAction* action) {
   cmd->add_option("--max-request-bytes", options->max_request_bytes,
                   "Largest Generate request accepted (RESOURCE_EXHAUSTED beyond, counted in the metrics)")
       ->check(CLI::Range(size_t{64}, size_t{64} << 20))->capture_default_str();
-  cmd->add_option("--drain-seconds", options->drain_seconds, "Grace period on SIGTERM")->capture_default_str();
+  cmd->add_option("--drain-seconds", options->drain_seconds,
+                  "On SIGTERM, how long in-flight requests may finish (new ones are refused); then the rest are "
+                  "cancelled, every connection is closed and the process exits 0 within 2 s more, whatever the "
+                  "clients do")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   cmd->add_option("--failure-exit-seconds", options->failure_exit_seconds,
                   "After an engine failure (in-flight requests get UNAVAILABLE), report NOT_SERVING for this "
                   "long, then exit with status 3 for the supervisor to restart the server")

@@ -50,6 +50,9 @@ class HttpApi {
   Result<int> Start();
   // New /v1 requests get 503 and /health says so; running ones finish.
   void StartDraining() { draining_ = true; }
+  // Requests admitted and not yet handed to the engine loop: bodies being read, or being parsed,
+  // rendered and tokenized (the drain waits for them as for the engine's).
+  int requests_in_progress() const { return server_ ? server_->requests_in_progress() : 0; }
   void Stop();
 
  private:

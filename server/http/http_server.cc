@@ -46,6 +46,7 @@ struct ServerState {
   HttpHandlers handlers;
   std::shared_ptr<LoopGuard> guard = std::make_shared<LoopGuard>();
   std::atomic<int> connections{0};
+  std::atomic<int> requests_in_progress{0};  // admitted, not yet answered
 };
 
 std::string ToString(boost::beast::string_view s) {
@@ -78,6 +79,7 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
   }
   ~Session() {
     if (source_) source_->Abandoned();
+    SetInProgress(false);
     --state_->connections;
   }
 
@@ -164,6 +166,7 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
       if (has_body) keep_alive_ = false;  // its body stays unread
       return Respond(std::move(*refusal));
     }
+    SetInProgress(true);
     if (!has_body) return Handle();
     if (boost::beast::iequals(head[http::field::expect], "100-continue")) {
       out_ = "HTTP/1.1 100 Continue\r\n\r\n";
@@ -215,6 +218,7 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
   }
 
   void Respond(HttpResponse response) {
+    SetInProgress(false);
     ++served_;
     if (response.stream) return StartStream(std::move(response));
     auto message = std::make_shared<http::response<http::string_body>>(
@@ -335,9 +339,17 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
   }
   void ClearDeadline() { deadline_.expires_at(std::chrono::steady_clock::time_point::max()); }
 
+  // From admission until the response begins (serve's drain waits for such requests).
+  void SetInProgress(bool in_progress) {
+    if (in_progress == in_progress_) return;
+    in_progress_ = in_progress;
+    state_->requests_in_progress += in_progress ? 1 : -1;
+  }
+
   void Close() {
     if (closed_) return;
     closed_ = true;
+    SetInProgress(false);
     if (source_) {
       source_->Abandoned();
       source_.reset();
@@ -364,6 +376,7 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
   bool writing_ = false;
   bool watching_ = false;
   bool next_request_ = false;
+  bool in_progress_ = false;
 };
 
 bool EqualsIgnoringCase(std::string_view a, std::string_view b) {
@@ -491,6 +504,10 @@ Result<int> HttpServer::Start() {
     });
   }
   return port;
+}
+
+int HttpServer::requests_in_progress() const {
+  return impl_->state->requests_in_progress.load();
 }
 
 void HttpServer::Stop() {

@@ -100,7 +100,10 @@ class HttpServer {
 
   // Binds and starts the event-loop threads; returns the port.
   Result<int> Start();
-  // Closes every connection (streams are Abandoned) and joins the threads.
+  // Requests admitted and not yet answered: their bodies being read, or `handle` running.
+  int requests_in_progress() const;
+  // Closes every connection (streams are Abandoned) and joins the threads: it waits for a `handle`
+  // in progress, which nothing interrupts.
   void Stop();
 
   struct Impl;

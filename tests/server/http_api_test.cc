@@ -465,5 +465,91 @@ TEST(HttpApiClients, AFullQueueIs429AndDrainingIs503WhileRunningStreamsFinish) {
   EXPECT_EQ(server.Wait(), 0) << server.log();
 }
 
+// Issue 30: SIGTERM's bound holds whatever the clients do. After --drain-seconds whatever still runs
+// is cancelled and every connection closed, and the process is gone within the drain plus serve's
+// fixed margin, with clients that stall mid-body, never read their stream, or sent a chat of many
+// thousands of messages still being parsed and tokenized on an HTTP event-loop thread.
+TEST(HttpApiClients, SigtermExitsWithinTheDrainBoundWhateverTheClientsDo) {
+  constexpr int kDrainSeconds = 2;
+  constexpr double kMarginSeconds = 2;  // serve's: docs/API.md, "Shutdown"
+  constexpr double kSlackSeconds = 1.5;  // the signal's delivery and waitpid's polling on a loaded machine
+  constexpr size_t kBodyLimit = 8 << 20;
+  ServerProcess server;
+  // One sequence at a time: the streams below queue behind each other and outlast the drain.
+  ASSERT_TRUE(server.Start(ServeArgs({"--drain-seconds", std::to_string(kDrainSeconds), "--max-batch-size", "1",
+                                      "--max-request-bytes", std::to_string(kBodyLimit)})))
+      << server.log();
+  const int port = server.http_port();
+  auto post = [](const std::string& path, const std::string& body) {
+    return "POST " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: " +
+           std::to_string(body.size()) + "\r\n\r\n" + body;
+  };
+  const std::string long_stream =
+      post("/v1/completions", R"({"prompt": "Hello", "max_tokens": 1900, "ignore_eos": true, "stream": true})");
+  // A long generation over gRPC, read as it comes.
+  auto stub = v1::TpServe::NewStub(grpc::CreateChannel(server.grpc_target(), grpc::InsecureChannelCredentials()));
+  grpc::ClientContext generation_context;
+  v1::GenerateRequest generation;
+  generation.set_text("a long generation");
+  generation.set_max_tokens(1900);
+  generation.set_ignore_eos(true);
+  auto generation_reader = stub->Generate(&generation_context, generation);
+  v1::GenerateResponse first;
+  ASSERT_TRUE(generation_reader->Read(&first));
+  auto generation_done = std::async(std::launch::async, [&] {
+    v1::GenerateResponse response;
+    while (generation_reader->Read(&response)) {
+    }
+    return generation_reader->Finish();
+  });
+  // A stream whose reader never reads (a small receive buffer, soon full).
+  const int unread = socket(AF_INET, SOCK_STREAM, 0);
+  const int small_buffer = 4096;
+  setsockopt(unread, SOL_SOCKET, SO_RCVBUF, &small_buffer, sizeof(small_buffer));
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(static_cast<uint16_t>(port));
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(connect(unread, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
+  ASSERT_TRUE(testing::SendAll(unread, long_stream));
+  // A head and part of a body, then nothing.
+  const int stalled = Connect(port);
+  ASSERT_TRUE(testing::SendAll(stalled, "POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 1000\r\n\r\n"
+                                        "{\"prompt\": \"Hel"));
+  // A chat of ~7 MiB of short messages: parsed, rendered and tokenized on an event-loop thread.
+  json messages = json::array();
+  while (messages.size() * 36 < kBodyLimit - (1 << 20)) messages.push_back({{"role", "user"}, {"content", "hi"}});
+  const int chat = Connect(port, 60);
+  ASSERT_TRUE(testing::SendAll(chat, post("/v1/chat/completions", json{{"messages", messages}}.dump())));
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+
+  const auto signalled = std::chrono::steady_clock::now();
+  server.SendSigterm();
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  // New requests are refused at once, on both front ends.
+  grpc::ClientContext late_context;
+  late_context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(kDrainSeconds));
+  v1::GenerateRequest late;
+  late.set_text("too late");
+  late.set_max_tokens(2);
+  auto late_reader = stub->Generate(&late_context, late);
+  v1::GenerateResponse ignored;
+  while (late_reader->Read(&ignored)) {
+  }
+  EXPECT_EQ(late_reader->Finish().error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_EQ(testing::Exchange(port, post("/v1/completions", R"({"prompt": "Hi", "max_tokens": 2})")).status, 503);
+  const int exit_status = server.Wait(60);
+  const double exit_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - signalled).count();
+  EXPECT_EQ(exit_status, 0) << server.log();
+  EXPECT_LT(exit_s, kDrainSeconds + kMarginSeconds + kSlackSeconds) << server.log();
+  std::cout << "exited " << exit_s << " s after SIGTERM (--drain-seconds " << kDrainSeconds << ")\n";
+  // Every client sees its connection end.
+  EXPECT_EQ(generation_done.wait_for(std::chrono::seconds(10)), std::future_status::ready);
+  for (int fd : {unread, stalled, chat}) {
+    EXPECT_TRUE(ServerCloses(fd));
+    close(fd);
+  }
+}
+
 }  // namespace
 }  // namespace tpserve
