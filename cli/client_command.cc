@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <future>
+#include <optional>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
@@ -26,7 +27,7 @@ struct ClientOptions {
   float temperature = 0;
   float top_p = 1;
   int top_k = 0;
-  uint64_t seed = 0;
+  std::optional<uint64_t> seed;  // unset: the server draws one
   bool ignore_eos = false;
   std::vector<std::string> stop;
   double timeout_s = 0;
@@ -47,7 +48,7 @@ int Run(const ClientOptions& o) {
   request.mutable_sampling()->set_temperature(o.temperature);
   request.mutable_sampling()->set_top_p(o.top_p);
   request.mutable_sampling()->set_top_k(o.top_k);
-  request.mutable_sampling()->set_seed(o.seed);
+  if (o.seed) request.mutable_sampling()->set_seed(*o.seed);
   for (const auto& s : o.stop) request.add_stop(s);
 
   grpc::ClientContext context;
@@ -168,7 +169,7 @@ void AddClientCommand(CLI::App& app, CommandAction* action) {
   cmd->add_option("--temperature", o->temperature, "0: greedy")->capture_default_str();
   cmd->add_option("--top-p", o->top_p, "Nucleus mass in (0, 1]")->capture_default_str();
   cmd->add_option("--top-k", o->top_k, "0: off")->capture_default_str();
-  cmd->add_option("--seed", o->seed, "Sampling seed")->capture_default_str();
+  cmd->add_option("--seed", o->seed, "Sampling seed (default: the server draws one per request)");
   cmd->add_flag("--ignore-eos", o->ignore_eos, "Generate exactly --max-tokens tokens");
   cmd->add_option("--stop", o->stop, "Stop string (repeatable)");
   cmd->add_option("--timeout", o->timeout_s, "Deadline in seconds (0: none)");

@@ -54,6 +54,7 @@ struct ServeOptions {
   int http_threads = 2;              // event-loop threads; connections are not bound to threads
   int http_max_connections = 8192;
   int http_timeout_s = 10;
+  std::vector<std::string> allowed_origins;  // CORS; empty: off
   EngineOptions engine;
   EngineLoopOptions loop;
 };
@@ -237,7 +238,8 @@ int Run(const ServeOptions& options) {
                                                     .read_timeout_s = options.http_timeout_s,
                                                     .keepalive_timeout_s = std::min(options.http_timeout_s, 5),
                                                     .max_request_bytes = options.max_request_bytes,
-                                                    .tls = options.access});
+                                                    .tls = options.access,
+                                                    .allowed_origins = options.allowed_origins});
   }
 
   GrpcCallCounts grpc_calls(KnownMethods());
@@ -391,6 +393,10 @@ void AddServeCommand(CLI::App& app, CommandAction* action) {
                   "The model name HTTP requests must use (default: the model directory's name)");
   cmd->add_option("--chat-template", options->chat_template,
                   "A Jinja chat template file used instead of the model's tokenizer_config.json chat_template");
+  cmd->add_option("--allowed-origins", options->allowed_origins,
+                  "CORS: origins whose web pages may call the HTTP API (e.g. https://app.example.com; * for any). "
+                  "Off by default: no Access-Control-* headers, OPTIONS is 404")
+      ->delimiter(',');
   cmd->add_option("--http-threads", options->http_threads,
                   "Event-loop threads of the HTTP API: they read every request and write every response (an open "
                   "stream or a slow client holds no thread)")

@@ -1,12 +1,23 @@
 #include "server/grpc_service.h"
 
+#include <atomic>
 #include <deque>
 #include <mutex>
+#include <random>
 
+#include "common/splitmix64.h"
 #include "server/request_wire.h"
 
 namespace tpserve {
 namespace {
+
+// The seed of a request that set none: SplitMix64 over a per-process random start and a counter,
+// so every such request draws its own, and a restarted server does not repeat the last one's.
+uint64_t DrawSeed() {
+  static const uint64_t start = (uint64_t{std::random_device{}()} << 32) ^ std::random_device{}();
+  static std::atomic<uint64_t> drawn{0};
+  return SplitMix64At(start, drawn.fetch_add(1));
+}
 
 v1::FinishReason ToProto(FinishReason reason) {
   switch (reason) {
@@ -63,6 +74,7 @@ class GenerateCall final : public grpc::ServerWriteReactor<grpc::ByteBuffer>,
       return;
     }
     request->sink = std::make_shared<Sink>(weak_from_this());
+    seed_ = request->sampling.seed;
     auto id = loop_->Submit(std::move(request).value());
     if (!id.ok()) {
       metrics_->CountError(std::string(StatusCodeName(id.status().code())));
@@ -137,6 +149,7 @@ class GenerateCall final : public grpc::ServerWriteReactor<grpc::ByteBuffer>,
     response.set_finish_reason(ToProto(reason));
     response.set_prompt_tokens(prompt_tokens);
     response.set_completion_tokens(completion_tokens);
+    response.set_seed(seed_);
     v1::Timing* timing = response.mutable_timing();
     timing->set_queue_seconds(t.queue_s);
     timing->set_time_to_first_token_seconds(t.time_to_first_token_s);
@@ -182,6 +195,7 @@ class GenerateCall final : public grpc::ServerWriteReactor<grpc::ByteBuffer>,
           back.set_finish_reason(response.finish_reason());
           back.set_prompt_tokens(response.prompt_tokens());
           back.set_completion_tokens(response.completion_tokens());
+          back.set_seed(response.seed());
           *back.mutable_timing() = response.timing();
           final_queued_ = true;
         }
@@ -224,6 +238,7 @@ class GenerateCall final : public grpc::ServerWriteReactor<grpc::ByteBuffer>,
   std::string request_id_;
   ServerMetrics* metrics_;
   std::shared_ptr<GenerateCall> self_;
+  uint64_t seed_ = 0;  // the request's, or the one drawn for it: sent on the last message
 
   std::mutex mutex_;
   std::deque<v1::GenerateResponse> queue_;  // front: the write in flight
@@ -324,7 +339,7 @@ Result<ServeRequest> TpServeService::Validate(const v1::GenerateRequest& r) cons
   out.sampling = {.temperature = s.temperature(),
                   .top_k = s.top_k(),
                   .top_p = s.top_p() == 0 ? 1.0f : s.top_p(),
-                  .seed = s.seed(),
+                  .seed = s.has_seed() ? s.seed() : DrawSeed(),
                   .min_tokens = r.min_tokens(),
                   .ignore_eos = r.ignore_eos(),
                   .logprobs = r.logprobs(),

@@ -2,11 +2,14 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <chrono>
 
+#include "common/bounded_json.h"
 #include "common/splitmix64.h"
 #include "server/http/http_generation.h"
 #include "server/http/openai_response.h"
+#include "server/http/openai_responses.h"
 
 namespace tpserve {
 namespace {
@@ -46,6 +49,7 @@ std::optional<OpenAiEndpoint> GenerationEndpoint(const HttpRequest& request) {
   if (request.method != "POST") return std::nullopt;
   if (request.path == "/v1/completions") return OpenAiEndpoint::kCompletions;
   if (request.path == "/v1/chat/completions") return OpenAiEndpoint::kChatCompletions;
+  if (request.path == "/v1/responses") return OpenAiEndpoint::kResponses;
   return std::nullopt;
 }
 
@@ -60,60 +64,124 @@ bool IsHealth(const HttpRequest& request) { return request.method == "GET" && re
 }  // namespace
 
 // One response being written: the event loop asks for what arrived whenever the engine says there
-// is more, until the generation ends or the client goes away (then the request is cancelled).
+// is more, until every choice's generation ends or the client goes away (then the requests are
+// cancelled). A completions request with a list of prompts has one choice, and one engine request,
+// per prompt; chat has one.
 struct HttpApi::Stream final : HttpBodyStream {
+  struct Choice {
+    std::shared_ptr<HttpGeneration> generation = std::make_shared<HttpGeneration>();
+    OpenAiResponseBuilder builder;
+    uint64_t engine_id = 0;
+    std::string text;                  // non-streamed: everything so far
+    std::vector<SampledToken> tokens;  // ... and its tokens
+    std::optional<HttpGeneration::End> end;
+  };
+
   EngineLoop* loop = nullptr;
-  uint64_t engine_id = 0;
-  std::shared_ptr<HttpGeneration> generation;
-  OpenAiResponseBuilder builder;
+  std::vector<Choice> choices;
+  std::optional<ResponsesApiBuilder> responses;  // POST /v1/responses: its objects instead
   bool stream = false;
   bool include_usage = false;
   bool chat = false;
   bool logprobs = false;
   bool started = false;
   bool finished = false;
-  std::string text;                  // non-streamed: everything so far
-  std::vector<SampledToken> tokens;  // ... and its tokens
 
-  Stream(EngineLoop* engine_loop, OpenAiResponseBuilder response_builder, const OpenAiRequest& r, bool is_chat)
-      : loop(engine_loop), generation(std::make_shared<HttpGeneration>()), builder(std::move(response_builder)),
-        stream(r.stream), include_usage(r.include_usage), chat(is_chat), logprobs(r.logprobs) {}
+  Stream(EngineLoop* engine_loop, const OpenAiRequest& r, bool is_chat)
+      : loop(engine_loop), stream(r.stream), include_usage(r.include_usage), chat(is_chat), logprobs(r.logprobs) {}
 
   Piece Next() override {
+    if (responses) return NextOfResponses();
     std::string bytes;
     if (stream && chat && !started) {
       started = true;  // OpenAI's first chat chunk: the role, empty content
-      bytes += SseEvent(builder.Chunk("", {}));
+      bytes += SseEvent(choices.front().builder.Chunk("", {}));
     }
-    HttpGeneration::Output out = generation->Take();
-    if (stream) {
-      if (!out.text.empty() || (!out.tokens.empty() && logprobs)) {
-        bytes += SseEvent(builder.Chunk(out.text, out.tokens));
+    OpenAiUsage usage;
+    bool all_ended = true;
+    for (Choice& choice : choices) {
+      if (choice.end) {
+        usage.prompt_tokens += choice.end->prompt_tokens;
+        usage.completion_tokens += choice.end->completion_tokens;
+        continue;
       }
-    } else {
-      text += out.text;
-      for (SampledToken& t : out.tokens) tokens.push_back(std::move(t));
+      HttpGeneration::Output out = choice.generation->Take();
+      if (stream) {
+        if (!out.text.empty() || (!out.tokens.empty() && logprobs)) {
+          bytes += SseEvent(choice.builder.Chunk(out.text, out.tokens));
+        }
+      } else {
+        choice.text += out.text;
+        for (SampledToken& t : out.tokens) choice.tokens.push_back(std::move(t));
+      }
+      if (out.error) {  // one choice failed: the response fails, and the other choices stop
+        finished = true;
+        CancelUnfinished();
+        const std::string error = OpenAiErrorBody(*out.error);
+        return Piece{stream ? bytes + SseEvent(error) + std::string(kSseDone) : error, true};
+      }
+      if (out.end) {
+        choice.end = out.end;
+        usage.prompt_tokens += out.end->prompt_tokens;
+        usage.completion_tokens += out.end->completion_tokens;
+        if (stream) bytes += SseEvent(choice.builder.FinishChunk(FinishReasonText(out.end->reason)));
+      } else {
+        all_ended = false;
+      }
     }
+    if (all_ended) {
+      finished = true;
+      if (stream) {
+        if (include_usage) bytes += SseEvent(choices.front().builder.UsageChunk(usage));
+        bytes += kSseDone;
+      } else {
+        std::vector<nlohmann::ordered_json> whole;
+        for (Choice& choice : choices) {
+          whole.push_back(choice.builder.FinishedChoice(choice.text, choice.tokens, FinishReasonText(choice.end->reason)));
+        }
+        bytes = choices.front().builder.Whole(std::move(whole), usage);
+      }
+    }
+    return Piece{std::move(bytes), finished};
+  }
+
+  // The Responses API: one choice, its own events and object.
+  Piece NextOfResponses() {
+    Choice& choice = choices.front();
+    std::string bytes;
+    if (stream && !started) {
+      started = true;
+      bytes += responses->StartEvents();
+    }
+    HttpGeneration::Output out = choice.generation->Take();
+    choice.text += out.text;
+    if (stream && !out.text.empty()) bytes += responses->DeltaEvent(out.text);
     if (out.error) {
       finished = true;
-      bytes += stream ? SseEvent(OpenAiErrorBody(*out.error)) + std::string(kSseDone) : OpenAiErrorBody(*out.error);
-    } else if (out.end) {
+      return Piece{stream ? bytes + responses->ErrorEvent(*out.error) : OpenAiErrorBody(*out.error), true};
+    }
+    if (out.end) {
       finished = true;
+      choice.end = out.end;
       const OpenAiUsage usage{out.end->prompt_tokens, out.end->completion_tokens};
       const std::string reason = FinishReasonText(out.end->reason);
       if (stream) {
-        bytes += SseEvent(builder.FinishChunk(reason));
-        if (include_usage) bytes += SseEvent(builder.UsageChunk(usage));
-        bytes += kSseDone;
+        bytes += responses->FinishEvents(choice.text, reason, usage);
       } else {
-        bytes = builder.Whole(text, tokens, reason, usage);
+        bytes = responses->Whole(choice.text, reason, usage);
       }
     }
     return Piece{std::move(bytes), finished};
   }
 
   void Abandoned() override {
-    if (!finished) loop->Cancel(engine_id);  // client gone: free its KV blocks
+    if (!finished) CancelUnfinished();  // client gone: free the KV blocks
+  }
+
+  void CancelUnfinished() {
+    for (Choice& choice : choices) {
+      if (!choice.end && choice.engine_id != 0) loop->Cancel(choice.engine_id);
+    }
   }
 };
 
@@ -129,6 +197,12 @@ HttpResponse HttpApi::Refuse(const Status& status) const {
 }
 
 HttpApi::~HttpApi() { Stop(); }
+
+Status HttpApi::ModelNotServed(const std::string& name) const {
+  // The name as sent, cut to 64 bytes: an error message never holds an unbounded copy.
+  return NotFound("model: " + DescribeJsonForError(json(name)) + " is not served here (" + options_.served_model_name +
+                  " is)");
+}
 
 Result<int> HttpApi::Start() {
   HttpServerOptions server_options{.name = "--http-port",
@@ -146,8 +220,18 @@ Result<int> HttpApi::Start() {
     server_options.tls_client_ca = options_.tls.tls_client_ca;
   }
   HttpHandlers handlers{
-      .admit = [this](const HttpRequest& head) { return AdmitHead(head); },
-      .handle = [this](HttpRequest& request) { return Handle(request); },
+      .admit =
+          [this](const HttpRequest& head) {
+            std::optional<HttpResponse> refused = AdmitHead(head);
+            if (refused) AddCorsHeaders(head, &*refused);
+            return refused;
+          },
+      .handle =
+          [this](HttpRequest& request) {
+            HttpResponse response = Handle(request);
+            AddCorsHeaders(request, &response);
+            return response;
+          },
       // The server's own refusals (framing, sizes) get OpenAI's error object too.
       .error = [](int status, const std::string& what) {
         const StatusCode code = status == 500 ? StatusCode::kInternal : StatusCode::kInvalidArgument;
@@ -164,6 +248,8 @@ void HttpApi::Stop() {
 }
 
 std::optional<HttpResponse> HttpApi::AdmitHead(const HttpRequest& head) const {
+  // A browser's preflight carries no key: it is answered from the head, before any check.
+  if (head.method == "OPTIONS" && !options_.allowed_origins.empty()) return Preflight(head);
   if (GenerationEndpoint(head)) {
     if (Status admitted = Admit(head); !admitted.ok()) return Refuse(admitted);
     return std::nullopt;
@@ -176,6 +262,35 @@ std::optional<HttpResponse> HttpApi::AdmitHead(const HttpRequest& head) const {
   }
   if (IsHealth(head)) return std::nullopt;
   return ErrorResponse(NotFound("no such endpoint: " + head.method + " " + head.path));
+}
+
+bool HttpApi::OriginAllowed(const std::string& origin) const {
+  if (origin.empty()) return false;
+  return std::any_of(options_.allowed_origins.begin(), options_.allowed_origins.end(),
+                     [&](const std::string& allowed) { return allowed == "*" || allowed == origin; });
+}
+
+HttpResponse HttpApi::Preflight(const HttpRequest& head) const {
+  HttpResponse response;
+  const std::string origin = head.Header("Origin");
+  if (!OriginAllowed(origin)) {
+    response = ErrorResponse(
+        InvalidArgument("Origin: " + DescribeJsonForError(json(origin)) + " is not in the server's --allowed-origins"));
+    response.status = 403;
+    return response;
+  }
+  response.status = 204;
+  response.headers = {{"Access-Control-Allow-Methods", "GET, POST, OPTIONS"},
+                      {"Access-Control-Allow-Headers", "Authorization, Content-Type"},
+                      {"Access-Control-Max-Age", "600"}};
+  return response;  // Allow-Origin and Vary: AddCorsHeaders
+}
+
+void HttpApi::AddCorsHeaders(const HttpRequest& request, HttpResponse* response) const {
+  if (options_.allowed_origins.empty()) return;
+  response->headers.emplace_back("Vary", "Origin");  // a cache must not serve one origin's answer to another
+  const std::string origin = request.Header("Origin");
+  if (OriginAllowed(origin)) response->headers.emplace_back("Access-Control-Allow-Origin", origin);
 }
 
 HttpResponse HttpApi::Handle(const HttpRequest& request) {
@@ -205,9 +320,7 @@ HttpResponse HttpApi::Models(const HttpRequest& request) const {
                   {"max_model_len", service_->limits().max_model_len}};
   if (request.path.size() > kModelsPrefix.size()) {
     const std::string name = request.path.substr(kModelsPrefix.size());
-    if (name != options_.served_model_name) {
-      return ErrorResponse(NotFound("model: '" + name + "' is not served here (" + options_.served_model_name + " is)"));
-    }
+    if (name != options_.served_model_name) return ErrorResponse(ModelNotServed(name));
     return JsonResponse(200, DumpJson(card));
   }
   return JsonResponse(200, DumpJson(json{{"object", "list"}, {"data", json::array({card})}}));
@@ -239,31 +352,66 @@ HttpResponse HttpApi::HandleGeneration(OpenAiEndpoint endpoint, const HttpReques
   auto parsed = ParseOpenAiRequest(endpoint, request.body);
   if (!parsed.ok()) return Refuse(parsed.status());
   OpenAiRequest& r = *parsed;
-  if (!r.model.empty() && r.model != options_.served_model_name) {
-    return Refuse(NotFound("model: '" + r.model + "' is not served here (" + options_.served_model_name + " is)"));
-  }
-  if (endpoint == OpenAiEndpoint::kChatCompletions) {
+  const bool chat = endpoint == OpenAiEndpoint::kChatCompletions;
+  const bool from_messages = endpoint != OpenAiEndpoint::kCompletions;  // chat and responses
+  if (!r.model.empty() && r.model != options_.served_model_name) return Refuse(ModelNotServed(r.model));
+  if (from_messages) {
     if (Status rendered = RenderChat(&r); !rendered.ok()) return Refuse(rendered);
   }
-  auto serve_request = service_->Validate(r.generate);
-  if (!serve_request.ok()) return Refuse(serve_request.status());
+  std::vector<ServeRequest> serve_requests;
+  for (const v1::GenerateRequest& one : from_messages ? std::vector<v1::GenerateRequest>{r.generate} : r.prompts) {
+    auto serve_request = service_->Validate(one);
+    if (!serve_request.ok()) {
+      Status refused = serve_request.status();
+      // Chat asks for alternatives with top_logprobs; the shared check names the gRPC field.
+      if (chat && OpenAiParamOf(refused) == "logprobs") {
+        refused = InvalidArgument("top_logprobs: must be in [0, " + std::to_string(service_->limits().max_logprobs) +
+                                  "], got " + std::to_string(r.top_logprobs));
+      } else if (r.prompts.size() > 1) {  // which prompt of the list
+        refused = Status(refused.code(),
+                         refused.message() + " (prompt[" + std::to_string(serve_requests.size()) + "] of the list)");
+      }
+      return Refuse(refused);
+    }
+    serve_requests.push_back(std::move(serve_request).value());
+  }
 
-  const bool chat = endpoint == OpenAiEndpoint::kChatCompletions;
   const uint64_t n = next_id_.fetch_add(1) + 1;
-  OpenAiResponseHeader header{.endpoint = endpoint,
-                              .id = fmt::format("{}{:016x}", chat ? "chatcmpl-" : "cmpl-",
-                                                SplitMix64At(static_cast<uint64_t>(started_at_), n)),
-                              .created = UnixSeconds(),
-                              .model = options_.served_model_name};
-  auto stream = std::make_shared<Stream>(
-      loop_, OpenAiResponseBuilder(std::move(header), &model_->tokenizer, r.logprobs, r.top_logprobs), r, chat);
-  stream->generation->SetOnOutput([weak = std::weak_ptr<Stream>(stream)] {
-    if (auto s = weak.lock()) s->Wake();
-  });
-  serve_request->sink = stream->generation;
-  auto id = loop_->Submit(std::move(serve_request).value());
-  if (!id.ok()) return Refuse(id.status());
-  stream->engine_id = *id;
+  const OpenAiResponseHeader header{.endpoint = endpoint,
+                                    .id = fmt::format("{}{:016x}", chat ? "chatcmpl-" : from_messages ? "resp_" : "cmpl-",
+                                                      SplitMix64At(static_cast<uint64_t>(started_at_), n)),
+                                    .created = UnixSeconds(),
+                                    .model = options_.served_model_name};
+  auto stream = std::make_shared<Stream>(loop_, r, chat);
+  if (endpoint == OpenAiEndpoint::kResponses) {
+    const v1::SamplingParams& sampling = r.generate.sampling();
+    stream->responses.emplace(ResponsesApiSettings{
+        .id = header.id,
+        .message_id = fmt::format("msg_{:016x}", SplitMix64At(static_cast<uint64_t>(started_at_) + 1, n)),
+        .created_at = header.created,
+        .model = header.model,
+        .instructions = r.instructions,
+        .max_output_tokens = r.max_output_tokens,
+        .temperature = sampling.temperature(),
+        .top_p = sampling.top_p()});
+  }
+  for (size_t i = 0; i < serve_requests.size(); ++i) {
+    stream->choices.push_back(Stream::Choice{
+        .builder = OpenAiResponseBuilder(header, &model_->tokenizer, r.logprobs, r.top_logprobs, static_cast<int>(i))});
+  }
+  for (size_t i = 0; i < serve_requests.size(); ++i) {
+    Stream::Choice& choice = stream->choices[i];
+    choice.generation->SetOnOutput([weak = std::weak_ptr<Stream>(stream)] {
+      if (auto s = weak.lock()) s->Wake();
+    });
+    serve_requests[i].sink = choice.generation;
+    auto id = loop_->Submit(std::move(serve_requests[i]));
+    if (!id.ok()) {  // the queue filled up part-way: the prompts already queued are cancelled
+      stream->CancelUnfinished();
+      return Refuse(id.status());
+    }
+    choice.engine_id = *id;
+  }
   HttpResponse response;
   // Exactly "text/event-stream", without a charset: what SSE clients and proxies expect.
   response.content_type = r.stream ? "text/event-stream" : kJson;

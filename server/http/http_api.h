@@ -14,6 +14,7 @@
 #include <atomic>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "common/status.h"
 #include "text/chat/chat_template.h"
@@ -36,6 +37,9 @@ struct HttpApiOptions {
   int keepalive_timeout_s = 5;         // an idle keep-alive connection is closed after this long
   size_t max_request_bytes = 1 << 20;  // a larger body gets 413, however it is framed
   AccessOptions tls;                   // certificate files (the key file is read by AccessControl)
+  // CORS (--allowed-origins): origins whose browser pages may call the API, "*" for any; empty: off
+  // (no Access-Control-* header is sent and OPTIONS is 404, as without CORS support).
+  std::vector<std::string> allowed_origins;
 };
 
 class HttpApi {
@@ -69,6 +73,13 @@ class HttpApi {
   // The chat messages rendered by the template and tokenized, into request->generate.
   Status RenderChat(OpenAiRequest* request) const;
   HttpResponse Models(const HttpRequest& request) const;
+  // CORS: the answer to a preflight (OPTIONS), and the headers every response to an allowed
+  // Origin carries.
+  HttpResponse Preflight(const HttpRequest& head) const;
+  void AddCorsHeaders(const HttpRequest& request, HttpResponse* response) const;
+  bool OriginAllowed(const std::string& origin) const;
+  // 404 naming the model asked for (cut short) and the one served.
+  Status ModelNotServed(const std::string& name) const;
   HttpResponse Health() const;
 
   const ModelDirectory* model_;

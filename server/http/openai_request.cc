@@ -1,6 +1,8 @@
 #include "server/http/openai_request.h"
 
+#include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <limits>
 #include <optional>
 
@@ -83,32 +85,50 @@ Status ReadStop(const json& body, v1::GenerateRequest* out) {
   return Status::Ok();
 }
 
-// Completions' `prompt`: a string, an array of one string, an array of token ids, or an array of
-// one array of token ids. More than one prompt is a batch, which tpserve serves one per request.
-Status ReadPrompt(const json& body, v1::GenerateRequest* out) {
-  const json* v = Find(body, "prompt");
-  if (v == nullptr) return Refuse("prompt", "is required");
-  const json* single = v;
-  if (v->is_array() && !v->empty() && (v->front().is_string() || v->front().is_array())) {
-    if (v->size() != 1) {
-      return Refuse("prompt", "a batch of " + std::to_string(v->size()) +
-                                  " prompts is not supported; send one request per prompt");
-    }
-    single = &v->front();
-  }
-  if (single->is_string()) {
-    out->set_text(single->get<std::string>());
+// One prompt: a string, or a non-empty array of token ids (used as is). `where` names it.
+Status ReadOnePrompt(const json& value, const std::string& where, v1::GenerateRequest* out) {
+  if (value.is_string()) {
+    out->set_text(value.get<std::string>());
     return Status::Ok();
   }
-  if (!single->is_array()) return Refuse("prompt", "must be a string or an array of token ids, got " + TypeName(*single));
-  if (single->empty()) return Refuse("prompt", "is empty");
-  for (const json& id : *single) {
+  if (!value.is_array()) return Refuse(where, "must be a string or an array of token ids, got " + TypeName(value));
+  if (value.empty()) return Refuse(where, "is empty");
+  for (const json& id : value) {
     if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() > kIntMax) {
-      return Refuse("prompt", "token ids must be non-negative integers, got " + DescribeJsonForError(id));
+      return Refuse(where, "token ids must be non-negative integers, got " + DescribeJsonForError(id));
     }
     out->mutable_token_ids()->add_ids(static_cast<int32_t>(id.get<int64_t>()));
   }
   return Status::Ok();
+}
+
+// Completions' `prompt`: a string, an array of token ids, or a list of either (one choice each, at
+// most kMaxPromptsPerRequest). Each element of the result holds only its prompt.
+Result<std::vector<v1::GenerateRequest>> ReadPrompts(const json& body) {
+  const json* v = Find(body, "prompt");
+  if (v == nullptr) return Refuse("prompt", "is required");
+  std::vector<v1::GenerateRequest> prompts;
+  if (!(v->is_array() && !v->empty() && (v->front().is_string() || v->front().is_array()))) {
+    RETURN_IF_ERROR(ReadOnePrompt(*v, "prompt", &prompts.emplace_back()));
+    return prompts;
+  }
+  if (v->size() > static_cast<size_t>(kMaxPromptsPerRequest)) {
+    return Refuse("prompt", "a list of " + std::to_string(v->size()) + " prompts, at most " +
+                                std::to_string(kMaxPromptsPerRequest) + " per request");
+  }
+  for (size_t i = 0; i < v->size(); ++i) {
+    const json& one = (*v)[i];
+    const std::string where = "prompt[" + std::to_string(i) + "]";
+    if (one.is_string() != v->front().is_string()) {
+      return Refuse(where, "a list of prompts holds strings or arrays of token ids, not both");
+    }
+    RETURN_IF_ERROR(ReadOnePrompt(one, where, &prompts.emplace_back()));
+  }
+  return prompts;
+}
+
+bool IsChatRole(const std::string& role) {
+  return std::find(std::begin(kChatRoles), std::end(kChatRoles), role) != std::end(kChatRoles);
 }
 
 // Chat `messages`: each an object with a string `role` and `content` that is a string, null, or
@@ -124,6 +144,9 @@ Result<json> ReadMessages(const json& body) {
     if (!m.is_object()) return Refuse(where, "must be an object, got " + TypeName(m));
     auto role = m.find("role");
     if (role == m.end() || !role->is_string()) return Refuse(where + ".role", "must be a string");
+    if (!IsChatRole(role->get<std::string>())) {
+      return Refuse(where + ".role", DescribeJsonForError(*role) + " is not one of system, developer, user, assistant, tool");
+    }
     json out = m;
     auto content = m.find("content");
     if (content == m.end() || content->is_null()) {
@@ -136,7 +159,7 @@ Result<json> ReadMessages(const json& body) {
         if (!part.is_object()) return Refuse(part_where, "must be an object, got " + TypeName(part));
         auto type = part.find("type");
         if (type == part.end() || !type->is_string()) return Refuse(part_where + ".type", "must be a string");
-        if (*type != "text") return Refuse(part_where + ".type", "'" + type->get<std::string>() + "' is not supported (text only)");
+        if (*type != "text") return Refuse(part_where + ".type", DescribeJsonForError(*type) + " is not supported (text only)");
         auto text = part.find("text");
         if (text == part.end() || !text->is_string()) return Refuse(part_where + ".text", "must be a string");
         joined += text->get<std::string>();
@@ -155,6 +178,84 @@ Result<json> ReadMessages(const json& body) {
   return messages;
 }
 
+// Responses' `instructions` and `input` as chat messages: `input` is a string (one user message) or
+// a list of message items ({"role", "content"}, `type` "message" when given) whose content is a
+// string or a list of input_text / output_text parts. Other items (function calls, images, files,
+// reasoning) are refused naming the item: text in, text out.
+Result<json> ReadResponsesInput(const json& body) {
+  json messages = json::array();
+  if (const json* instructions = Find(body, "instructions"); instructions != nullptr) {
+    if (!instructions->is_string()) return Refuse("instructions", "must be a string, got " + TypeName(*instructions));
+    messages.push_back(json{{"role", "system"}, {"content", instructions->get<std::string>()}});
+  }
+  const json* input = Find(body, "input");
+  if (input == nullptr) return Refuse("input", "is required");
+  if (input->is_string()) {
+    messages.push_back(json{{"role", "user"}, {"content", input->get<std::string>()}});
+    return messages;
+  }
+  if (!input->is_array() || input->empty()) return Refuse("input", "must be a string or a non-empty list of messages");
+  for (size_t i = 0; i < input->size(); ++i) {
+    const json& item = (*input)[i];
+    const std::string where = "input[" + std::to_string(i) + "]";
+    if (!item.is_object()) return Refuse(where, "must be an object, got " + TypeName(item));
+    if (const json* type = Find(item, "type"); type != nullptr && *type != "message") {
+      return Refuse(where + ".type", DescribeJsonForError(*type) + " is not supported (text messages only)");
+    }
+    const json* role = Find(item, "role");
+    if (role == nullptr || !role->is_string()) return Refuse(where + ".role", "must be a string");
+    if (!IsChatRole(role->get<std::string>()) || *role == "tool") {
+      return Refuse(where + ".role", DescribeJsonForError(*role) + " is not one of system, developer, user, assistant");
+    }
+    const json* content = Find(item, "content");
+    std::string text;
+    if (content != nullptr && content->is_string()) {
+      text = content->get<std::string>();
+    } else if (content != nullptr && content->is_array()) {
+      for (size_t p = 0; p < content->size(); ++p) {
+        const json& part = (*content)[p];
+        const std::string part_where = where + ".content[" + std::to_string(p) + "]";
+        if (!part.is_object()) return Refuse(part_where, "must be an object, got " + TypeName(part));
+        const json* type = Find(part, "type");
+        if (type == nullptr || !type->is_string()) return Refuse(part_where + ".type", "must be a string");
+        if (*type != "input_text" && *type != "output_text") {
+          return Refuse(part_where + ".type", DescribeJsonForError(*type) + " is not supported (input_text only)");
+        }
+        const json* part_text = Find(part, "text");
+        if (part_text == nullptr || !part_text->is_string()) return Refuse(part_where + ".text", "must be a string");
+        text += part_text->get<std::string>();
+      }
+    } else {
+      return Refuse(where + ".content", "must be a string or a list of input_text parts");
+    }
+    messages.push_back(json{{"role", role->get<std::string>()}, {"content", std::move(text)}});
+  }
+  return messages;
+}
+
+// What a Responses request may ask for and tpserve does not do: stored state, tools, formats, logprobs.
+Status RefuseUnsupportedResponses(const json& body) {
+  if (Find(body, "previous_response_id") != nullptr) {
+    return Refuse("previous_response_id", "is not supported: the server stores no responses; send the whole "
+                                          "conversation in input");
+  }
+  if (Find(body, "conversation") != nullptr) return Refuse("conversation", "is not supported (no stored state)");
+  ASSIGN_OR_RETURN(auto background, GetBool(body, "background"));
+  if (background.value_or(false)) return Refuse("background", "is not supported");
+  if (const json* v = Find(body, "tool_choice"); v != nullptr && !(v->is_string() && (*v == "none" || *v == "auto"))) {
+    return Refuse("tool_choice", "tools and function calling are not supported");
+  }
+  if (const json* text = Find(body, "text"); text != nullptr) {
+    const json* format = text->is_object() ? Find(*text, "format") : nullptr;
+    if (!text->is_object() || (format != nullptr && !(format->is_object() && format->value("type", "") == "text"))) {
+      return Refuse("text", "only {\"format\": {\"type\": \"text\"}} is supported");
+    }
+  }
+  ASSIGN_OR_RETURN(auto top_logprobs, GetInt(body, "top_logprobs", 0, kIntMax));
+  if (top_logprobs.value_or(0) > 0) return Refuse("top_logprobs", "is not supported on /v1/responses");
+  return Status::Ok();
+}
+
 // Fields whose every value but the neutral one asks for what tpserve does not do.
 Status RefuseUnsupported(const json& body, OpenAiEndpoint endpoint) {
   ASSIGN_OR_RETURN(auto n, GetInt(body, "n", 1, kIntMax));
@@ -164,7 +265,8 @@ Status RefuseUnsupported(const json& body, OpenAiEndpoint endpoint) {
       return Refuse(list, "tools and function calling are not supported");
     }
   }
-  if (const json* v = Find(body, "tool_choice"); v != nullptr && !(v->is_string() && *v == "none")) {
+  if (const json* v = Find(body, "tool_choice");
+      v != nullptr && endpoint != OpenAiEndpoint::kResponses && !(v->is_string() && *v == "none")) {
     return Refuse("tool_choice", "tools and function calling are not supported");
   }
   if (const json* v = Find(body, "logit_bias"); v != nullptr && !(v->is_object() && v->empty())) {
@@ -216,20 +318,27 @@ Status ReadSampling(const json& body, v1::GenerateRequest* g) {
   ASSIGN_OR_RETURN(auto temperature, GetNumber(body, "temperature"));
   s->set_temperature(static_cast<float>(temperature.value_or(1.0)));  // OpenAI's default
   ASSIGN_OR_RETURN(auto top_p, GetNumber(body, "top_p"));
+  // gRPC reads top_p 0 as "unset" (proto3's default); here 0 was sent, and means nothing sampleable.
+  if (top_p && *top_p == 0) return Refuse("top_p", "must be in (0, 1], got 0 (temperature 0 is greedy)");
   s->set_top_p(static_cast<float>(top_p.value_or(1.0)));
   ASSIGN_OR_RETURN(auto top_k, GetInt(body, "top_k", -1, kIntMax));  // vLLM's -1: no limit
   s->set_top_k(static_cast<int32_t>(std::max<int64_t>(0, top_k.value_or(0))));
-  ASSIGN_OR_RETURN(auto seed, GetInt(body, "seed", 0, std::numeric_limits<int64_t>::max()));
-  s->set_seed(static_cast<uint64_t>(seed.value_or(0)));
+  // Any 64-bit integer, as OpenAI takes: the 64-bit seed is its two's complement bits (-1 is
+  // 2^64 - 1). None: the server draws one for this request.
+  ASSIGN_OR_RETURN(auto seed, GetInt(body, "seed", std::numeric_limits<int64_t>::min(),
+                                     std::numeric_limits<int64_t>::max()));
+  if (seed) s->set_seed(static_cast<uint64_t>(*seed));
   return Status::Ok();
 }
 
 Status ReadLengths(const json& body, OpenAiRequest* r) {
-  ASSIGN_OR_RETURN(auto max_tokens, GetInt(body, "max_tokens", 1, kIntMax));
+  // Responses names it max_output_tokens; left out, like chat's, it is what the context has left.
+  const bool responses = r->endpoint == OpenAiEndpoint::kResponses;
+  ASSIGN_OR_RETURN(auto max_tokens, GetInt(body, responses ? "max_output_tokens" : "max_tokens", 1, kIntMax));
   if (r->endpoint == OpenAiEndpoint::kChatCompletions) {
     ASSIGN_OR_RETURN(auto max_completion, GetInt(body, "max_completion_tokens", 1, kIntMax));
     if (max_completion) max_tokens = max_completion;
-  } else if (!max_tokens) {
+  } else if (!max_tokens && !responses) {
     max_tokens = 16;  // OpenAI's default for completions
   }
   r->generate.set_max_tokens(static_cast<int32_t>(max_tokens.value_or(0)));
@@ -272,21 +381,36 @@ Result<OpenAiRequest> ParseOpenAiRequest(OpenAiEndpoint endpoint, std::string_vi
     r.model = model->get<std::string>();
   }
   RETURN_IF_ERROR(RefuseUnsupported(parsed, endpoint));
+  std::vector<v1::GenerateRequest> prompts;
   if (endpoint == OpenAiEndpoint::kCompletions) {
-    RETURN_IF_ERROR(ReadPrompt(parsed, &r.generate));
-  } else {
+    ASSIGN_OR_RETURN(prompts, ReadPrompts(parsed));
+  } else if (endpoint == OpenAiEndpoint::kChatCompletions) {
     ASSIGN_OR_RETURN(r.messages, ReadMessages(parsed));
+  } else {
+    RETURN_IF_ERROR(RefuseUnsupportedResponses(parsed));
+    ASSIGN_OR_RETURN(r.messages, ReadResponsesInput(parsed));
+    if (const json* instructions = Find(parsed, "instructions"); instructions != nullptr) {
+      r.instructions = instructions->get<std::string>();  // a string: ReadResponsesInput checked
+    }
   }
   RETURN_IF_ERROR(ReadLengths(parsed, &r));
+  if (endpoint == OpenAiEndpoint::kResponses) r.max_output_tokens = r.generate.max_tokens();
   RETURN_IF_ERROR(ReadSampling(parsed, &r.generate));
-  RETURN_IF_ERROR(ReadStop(parsed, &r.generate));
-  RETURN_IF_ERROR(ReadLogprobs(parsed, &r));
+  if (endpoint != OpenAiEndpoint::kResponses) {  // the Responses API has neither
+    RETURN_IF_ERROR(ReadStop(parsed, &r.generate));
+    RETURN_IF_ERROR(ReadLogprobs(parsed, &r));
+  }
   ASSIGN_OR_RETURN(auto stream, GetBool(parsed, "stream"));
   r.stream = stream.value_or(false);
   if (const json* options = Find(parsed, "stream_options"); options != nullptr) {
+    if (!r.stream) return Refuse("stream_options", "is only allowed with stream: true");
     if (!options->is_object()) return Refuse("stream_options", "must be an object, got " + TypeName(*options));
     ASSIGN_OR_RETURN(auto usage, GetBool(*options, "include_usage"));
     r.include_usage = usage.value_or(false);
+  }
+  for (v1::GenerateRequest& prompt : prompts) {
+    v1::GenerateRequest& full = r.prompts.emplace_back(r.generate);
+    full.MergeFrom(prompt);  // the oneof prompt
   }
   return r;
 }

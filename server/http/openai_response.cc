@@ -32,8 +32,9 @@ std::string SseEvent(std::string_view payload) {
 }
 
 OpenAiResponseBuilder::OpenAiResponseBuilder(OpenAiResponseHeader header, const Tokenizer* tokenizer, bool logprobs,
-                                             int top_logprobs)
-    : header_(std::move(header)), tokenizer_(tokenizer), logprobs_(logprobs), top_logprobs_(top_logprobs) {}
+                                             int top_logprobs, int choice_index)
+    : header_(std::move(header)), tokenizer_(tokenizer), logprobs_(logprobs), top_logprobs_(top_logprobs),
+      choice_index_(choice_index) {}
 
 json OpenAiResponseBuilder::Object(std::string_view object) const {
   return json{{"id", header_.id}, {"object", object}, {"created", header_.created}, {"model", header_.model}};
@@ -77,7 +78,7 @@ json OpenAiResponseBuilder::Logprobs(const std::vector<SampledToken>& tokens) {
 }
 
 json OpenAiResponseBuilder::Choice(std::string_view text, const std::vector<SampledToken>& tokens, bool delta) {
-  json choice{{"index", 0}};
+  json choice{{"index", choice_index_}};
   if (IsChat(header_)) {
     if (delta) {
       json d = json::object();
@@ -120,12 +121,17 @@ std::string OpenAiResponseBuilder::UsageChunk(const OpenAiUsage& usage) const {
   return DumpJson(chunk);
 }
 
-std::string OpenAiResponseBuilder::Whole(std::string_view text, const std::vector<SampledToken>& tokens,
-                                         std::string_view finish_reason, const OpenAiUsage& usage) {
-  json response = Object(IsChat(header_) ? "chat.completion" : "text_completion");
+json OpenAiResponseBuilder::FinishedChoice(std::string_view text, const std::vector<SampledToken>& tokens,
+                                           std::string_view finish_reason) {
   json choice = Choice(text, tokens, /*delta=*/false);
   choice["finish_reason"] = finish_reason;
-  response["choices"] = json::array({std::move(choice)});
+  return choice;
+}
+
+std::string OpenAiResponseBuilder::Whole(std::vector<json> choices, const OpenAiUsage& usage) const {
+  json response = Object(IsChat(header_) ? "chat.completion" : "text_completion");
+  response["choices"] = json::array();
+  for (json& choice : choices) response["choices"].push_back(std::move(choice));
   response["usage"] = json{{"prompt_tokens", usage.prompt_tokens},
                            {"completion_tokens", usage.completion_tokens},
                            {"total_tokens", usage.prompt_tokens + usage.completion_tokens}};

@@ -30,10 +30,13 @@ struct OpenAiUsage {
   int completion_tokens = 0;
 };
 
-// Builds one response's JSON objects. `logprobs`/`top_logprobs` as the request asked.
+// Builds the JSON objects of one choice of a response (`choice_index`: its `index`; a completions
+// request with a list of prompts has one choice per prompt). `logprobs`/`top_logprobs` as the
+// request asked.
 class OpenAiResponseBuilder {
  public:
-  OpenAiResponseBuilder(OpenAiResponseHeader header, const Tokenizer* tokenizer, bool logprobs, int top_logprobs);
+  OpenAiResponseBuilder(OpenAiResponseHeader header, const Tokenizer* tokenizer, bool logprobs, int top_logprobs,
+                        int choice_index = 0);
 
   // A streamed chunk with new text and the tokens it came from (chat: the first one also carries
   // the assistant role).
@@ -42,9 +45,11 @@ class OpenAiResponseBuilder {
   std::string FinishChunk(std::string_view finish_reason);
   // stream_options.include_usage: the last chunk, with no choices.
   std::string UsageChunk(const OpenAiUsage& usage) const;
-  // The non-streamed response.
-  std::string Whole(std::string_view text, const std::vector<SampledToken>& tokens, std::string_view finish_reason,
-                    const OpenAiUsage& usage);
+  // The finished choice of a non-streamed response ...
+  nlohmann::ordered_json FinishedChoice(std::string_view text, const std::vector<SampledToken>& tokens,
+                                        std::string_view finish_reason);
+  // ... and the response around the choices (every choice's usage summed).
+  std::string Whole(std::vector<nlohmann::ordered_json> choices, const OpenAiUsage& usage) const;
 
  private:
   nlohmann::ordered_json Object(std::string_view object) const;
@@ -56,6 +61,7 @@ class OpenAiResponseBuilder {
   const Tokenizer* tokenizer_;
   bool logprobs_;
   int top_logprobs_;
+  int choice_index_;
   bool role_sent_ = false;
   size_t text_offset_ = 0;  // completions' text_offset of the next token
 };

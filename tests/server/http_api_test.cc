@@ -15,6 +15,7 @@
 
 #include <fstream>
 #include <future>
+#include <set>
 #include <thread>
 
 #include "tests/engine/engine_test_util.h"
@@ -264,6 +265,72 @@ TEST_F(HttpApiTest, SpecialTokensInMessagesStayText) {
   EXPECT_GE(prompt_tokens("<|eot_id|>"), prompt_tokens("x") + 3);
 }
 
+// POST /v1/responses: chat's text for the same conversation, OpenAI's response object, and its
+// event stream: each event named twice (event: line and "type"), sequence numbers counting up, the
+// deltas adding up to the text, the last event the response completed or incomplete.
+TEST_F(HttpApiTest, ResponsesGiveChatsTextAsOpenAisObjectsAndEvents) {
+  const json chat_request = {{"messages", {{{"role", "system"}, {"content", "Be terse."}},
+                                           {{"role", "user"}, {"content", "Hello"}}}},
+                             {"max_tokens", 6}, {"temperature", 0}};
+  const json chat = json::parse(Post(port(), "/v1/chat/completions", chat_request.dump()).body);
+  const std::string expected = chat["choices"][0]["message"]["content"];
+  const json request = {{"instructions", "Be terse."}, {"input", "Hello"}, {"max_output_tokens", 6},
+                        {"temperature", 0}};
+  const HttpResult whole = Post(port(), "/v1/responses", request.dump());
+  ASSERT_EQ(whole.status, 200) << whole.body;
+  const json response = json::parse(whole.body);
+  EXPECT_EQ(response["object"], "response");
+  EXPECT_EQ(response["instructions"], "Be terse.");
+  ASSERT_EQ(response["output"].size(), 1u);
+  EXPECT_EQ(response["output"][0]["content"][0]["type"], "output_text");
+  EXPECT_EQ(response["output"][0]["content"][0]["text"], expected);
+  EXPECT_EQ(response["usage"]["input_tokens"], chat["usage"]["prompt_tokens"]);
+  EXPECT_EQ(response["usage"]["output_tokens"], chat["usage"]["completion_tokens"]);
+  const bool length = chat["choices"][0]["finish_reason"] == "length";
+  EXPECT_EQ(response["status"], length ? "incomplete" : "completed");
+
+  json streamed = request;
+  streamed["stream"] = true;
+  const HttpResult sse = Post(port(), "/v1/responses", streamed.dump());
+  ASSERT_EQ(sse.status, 200) << sse.body;
+  std::vector<std::string> types;
+  std::string deltas;
+  size_t at = 0;
+  while (at < sse.body.size()) {
+    const size_t end = sse.body.find("\n\n", at);
+    ASSERT_NE(end, std::string::npos) << "an unterminated event at byte " << at;
+    const std::string event = sse.body.substr(at, end - at);
+    at = end + 2;
+    ASSERT_EQ(event.rfind("event: ", 0), 0u) << event;
+    const size_t newline = event.find('\n');
+    ASSERT_NE(newline, std::string::npos);
+    const std::string type = event.substr(7, newline - 7);
+    ASSERT_EQ(event.compare(newline + 1, 6, "data: "), 0) << event;
+    const json data = json::parse(event.substr(newline + 7));
+    EXPECT_EQ(data["type"], type);
+    EXPECT_EQ(data["sequence_number"], types.size());
+    if (type == "response.output_text.delta") deltas += data["delta"].get<std::string>();
+    types.push_back(type);
+  }
+  ASSERT_GE(types.size(), 8u);
+  EXPECT_EQ(types[0], "response.created");
+  EXPECT_EQ(types[3], "response.content_part.added");
+  EXPECT_EQ(types.back(), length ? "response.incomplete" : "response.completed");
+  EXPECT_EQ(deltas, expected);
+}
+
+// Without --allowed-origins there is no CORS: no preflight answer, no Access-Control header.
+TEST_F(HttpApiTest, CorsIsOffByDefault) {
+  httplib::Client client("127.0.0.1", port());
+  auto preflight = client.Options("/v1/completions", {{"Origin", "https://app.example"}});
+  ASSERT_TRUE(preflight);
+  EXPECT_EQ(preflight->status, 404);
+  auto models = client.Get("/v1/models", {{"Origin", "https://app.example"}});
+  ASSERT_TRUE(models);
+  EXPECT_EQ(models->status, 200);
+  EXPECT_FALSE(models->has_header("Access-Control-Allow-Origin"));
+}
+
 TEST_F(HttpApiTest, ModelsListTheServedName) {
   const HttpResult list = Get(port(), "/v1/models");
   ASSERT_EQ(list.status, 200);
@@ -274,6 +341,65 @@ TEST_F(HttpApiTest, ModelsListTheServedName) {
   EXPECT_EQ(Get(port(), std::string("/v1/models/") + kModelName).status, 200);
   EXPECT_EQ(Get(port(), "/v1/models/gpt-4").status, 404);
   EXPECT_EQ(Get(port(), "/health").status, 200);
+}
+
+// A list of prompts: one choice per prompt, in order, each the text the prompt alone gets; usage
+// sums them; streamed, each chunk names its choice and each choice ends once.
+TEST_F(HttpApiTest, AListOfPromptsGivesOneChoiceEach) {
+  const std::vector<std::string> prompts = {"The quick brown fox", "Hello", "Once upon a time"};
+  json request = {{"prompt", prompts}, {"max_tokens", 6}, {"temperature", 0}, {"ignore_eos", true}};
+  const HttpResult whole = Post(port(), "/v1/completions", request.dump());
+  ASSERT_EQ(whole.status, 200) << whole.body;
+  const json response = json::parse(whole.body);
+  ASSERT_EQ(response["choices"].size(), prompts.size());
+  int prompt_tokens = 0;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    EXPECT_EQ(response["choices"][i]["index"], i);
+    EXPECT_EQ(response["choices"][i]["text"], GrpcGreedyText(server_->grpc_target(), prompts[i], 6)) << i;
+    const json alone = json::parse(Post(port(), "/v1/completions",
+                                        json{{"prompt", prompts[i]}, {"max_tokens", 1}}.dump()).body);
+    prompt_tokens += alone["usage"]["prompt_tokens"].get<int>();
+  }
+  EXPECT_EQ(response["usage"]["completion_tokens"], 6 * static_cast<int>(prompts.size()));
+  EXPECT_EQ(response["usage"]["prompt_tokens"], prompt_tokens);
+
+  request["stream"] = true;
+  const HttpResult sse = Post(port(), "/v1/completions", request.dump());
+  ASSERT_EQ(sse.status, 200) << sse.body;
+  std::vector<std::string> texts(prompts.size());
+  std::vector<int> finishes(prompts.size());
+  const std::vector<std::string> payloads = SsePayloads(sse.body);
+  for (size_t i = 0; i + 1 < payloads.size(); ++i) {
+    const json chunk = json::parse(payloads[i]);
+    for (const json& choice : chunk["choices"]) {
+      const size_t index = choice["index"].get<size_t>();
+      ASSERT_LT(index, prompts.size());
+      texts[index] += choice["text"].get<std::string>();
+      finishes[index] += choice["finish_reason"].is_null() ? 0 : 1;
+    }
+  }
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    EXPECT_EQ(texts[i], response["choices"][i]["text"].get<std::string>()) << i;
+    EXPECT_EQ(finishes[i], 1) << i;
+  }
+}
+
+// Without a seed each request draws its own (LangChain's .batch() of identical requests must not get
+// identical samples); with one, the output is reproducible, seed 0 included.
+TEST_F(HttpApiTest, UnseededRequestsDrawTheirOwnSeedAndSeededOnesRepeat) {
+  auto sample = [&](const json& extra) {
+    json request = {{"prompt", "Hello"}, {"max_tokens", 8}, {"temperature", 1.0}, {"ignore_eos", true}};
+    request.update(extra);
+    const HttpResult result = Post(port(), "/v1/completions", request.dump());
+    EXPECT_EQ(result.status, 200) << result.body;
+    return json::parse(result.body)["choices"][0]["text"].get<std::string>();
+  };
+  std::set<std::string> unseeded;
+  for (int i = 0; i < 5; ++i) unseeded.insert(sample(json::object()));
+  EXPECT_GE(unseeded.size(), 4u);  // 8 tokens at temperature 1 over a 128k vocabulary
+  EXPECT_EQ(sample({{"seed", 0}}), sample({{"seed", 0}}));
+  EXPECT_EQ(sample({{"seed", -3}}), sample({{"seed", -3}}));
+  EXPECT_NE(sample({{"seed", 1}}), sample({{"seed", 2}}));
 }
 
 TEST_F(HttpApiTest, BadRequestsFailAloneWithOpenAiErrors) {
@@ -292,7 +418,10 @@ TEST_F(HttpApiTest, BadRequestsFailAloneWithOpenAiErrors) {
       {"/v1/completions", R"({"prompt": "x", "temperature": "hot"})", 400, "temperature"},
       {"/v1/completions", R"({"prompt": "x", "temperature": -1})", 400, "temperature"},
       {"/v1/completions", R"({"prompt": "x", "n": 2})", 400, "n"},
-      {"/v1/completions", R"({"prompt": ["a", "b"]})", 400, "prompt"},
+      {"/v1/completions", R"({"prompt": ["a", [1]]})", 400, "prompt[1]"},
+      {"/v1/completions", R"({"prompt": "x", "top_p": 0})", 400, "top_p"},
+      {"/v1/completions", R"({"prompt": "x", "stream_options": {"include_usage": true}})", 400, "stream_options"},
+      {"/v1/completions", R"({"prompt": ["x", "y"], "max_tokens": 100000})", 400, "max_tokens"},
       {"/v1/completions", R"({"prompt": [1, -5]})", 400, "prompt"},
       {"/v1/completions", R"({"prompt": [999999999]})", 400, "prompt"},
       {"/v1/completions", R"({"prompt": "x", "stop": [1]})", 400, "stop"},
@@ -301,6 +430,10 @@ TEST_F(HttpApiTest, BadRequestsFailAloneWithOpenAiErrors) {
       {"/v1/completions", R"({"prompt": "x", "model": "gpt-4"})", 404, ""},
       {"/v1/chat/completions", R"({"messages": []})", 400, "messages"},
       {"/v1/chat/completions", R"({"messages": [{"content": "x"}]})", 400, "messages[0].role"},
+      {"/v1/chat/completions", R"({"messages": [{"role": "bogus", "content": "x"}]})", 400, "messages[0].role"},
+      {"/v1/chat/completions",
+       R"({"messages": [{"role": "user", "content": "x"}], "logprobs": true, "top_logprobs": 21})", 400,
+       "top_logprobs"},
       {"/v1/chat/completions",
        R"({"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {}}]}]})", 400,
        "messages[0].content[0].type"},
@@ -399,12 +532,47 @@ TEST(HttpApiClients, SlowAndIdleClientsAreCutOffWhileHealthAnswers) {
   EXPECT_EQ(server.Stop(), 0) << server.log();
 }
 
+// This server also allows two browser origins (CORS): the preflight needs no key, an allowed Origin
+// is echoed on every answer, refusals included (so the page can read the error), others get none.
 TEST(HttpApiClients, TheApiKeyIsRequiredAndHealthStaysOpen) {
   testing::TempDir dir;
   const std::string key_file = (dir.path() / "key").string();
   std::ofstream(key_file) << "http-test-key-0123456789\n";
   ServerProcess server;
-  ASSERT_TRUE(server.Start(ServeArgs({"--api-key-file", key_file}))) << server.log();
+  ASSERT_TRUE(server.Start(ServeArgs({"--api-key-file", key_file, "--allowed-origins",
+                                      "https://app.example,https://b.example"})))
+      << server.log();
+  {
+    httplib::Client client("127.0.0.1", server.http_port());
+    auto preflight = client.Options("/v1/chat/completions", {{"Origin", "https://b.example"},
+                                                             {"Access-Control-Request-Method", "POST"},
+                                                             {"Access-Control-Request-Headers", "authorization"}});
+    ASSERT_TRUE(preflight);
+    EXPECT_EQ(preflight->status, 204);
+    EXPECT_EQ(preflight->get_header_value("Access-Control-Allow-Origin"), "https://b.example");
+    EXPECT_NE(preflight->get_header_value("Access-Control-Allow-Headers").find("Authorization"), std::string::npos);
+    EXPECT_NE(preflight->get_header_value("Access-Control-Allow-Methods").find("POST"), std::string::npos);
+    auto stranger = client.Options("/v1/completions", {{"Origin", "https://evil.example"}});
+    ASSERT_TRUE(stranger);
+    EXPECT_EQ(stranger->status, 403);
+    EXPECT_FALSE(stranger->has_header("Access-Control-Allow-Origin"));
+    auto refused = client.Post("/v1/completions", {{"Origin", "https://app.example"}}, R"({"prompt": "Hi"})",
+                               "application/json");
+    ASSERT_TRUE(refused);
+    EXPECT_EQ(refused->status, 401);
+    EXPECT_EQ(refused->get_header_value("Access-Control-Allow-Origin"), "https://app.example");
+    EXPECT_EQ(refused->get_header_value("Vary"), "Origin");
+    auto served = client.Post("/v1/completions",
+                              {{"Origin", "https://app.example"}, {"Authorization", "Bearer http-test-key-0123456789"}},
+                              R"({"prompt": "Hi", "max_tokens": 2})", "application/json");
+    ASSERT_TRUE(served);
+    EXPECT_EQ(served->status, 200);
+    EXPECT_EQ(served->get_header_value("Access-Control-Allow-Origin"), "https://app.example");
+    auto other = client.Get("/health", {{"Origin", "https://evil.example"}});
+    ASSERT_TRUE(other);
+    EXPECT_EQ(other->status, 200);
+    EXPECT_FALSE(other->has_header("Access-Control-Allow-Origin"));
+  }
   const std::string body = R"({"prompt": "Hi", "max_tokens": 2})";
   for (const httplib::Headers& wrong : {httplib::Headers{}, httplib::Headers{{"Authorization", "Bearer nope"}},
                                         httplib::Headers{{"Authorization", "http-test-key-0123456789"}}}) {

@@ -6,7 +6,8 @@
 //   the SDK's typed errors (401, 404, 400 naming the param); cancellation by closing the stream
 //   (the request leaves the running batch and its KV blocks are freed, per the Prometheus metrics);
 //   the greedy (and seeded) text equals what `tpserve client` gets over gRPC for the same prompt, and
-//   chat equals completions on the conversation rendered by hand with the model's Llama-3 template.
+//   chat equals completions on the conversation rendered by hand with the model's Llama-3 template;
+//   the Responses API (responses.create, responses.stream) gives chat's text for the same conversation.
 //
 // Usage: node openai_client_test.mjs TPSERVE ASSETS [MODEL_DIR]
 //   TPSERVE    the tpserve binary
@@ -599,6 +600,49 @@ try {
 
   await check('cancellation: breaking out of for await (chat)', async () => {
     await cancelCase(openChat(), async (stream, iterator) => { await iterator.return(); });
+  });
+
+  // The Responses API (what the Vercel AI SDK 5+ and LangChain's useResponsesApi call): the same
+  // conversation as chat, with the system message as `instructions`, gives chat's text and counts.
+  await check('responses: create and stream give chat completions\' text for the same conversation', async () => {
+    for (const messages of CONVERSATIONS) {
+      const chat = await client.chat.completions.create({ model: MODEL_NAME, messages, max_tokens: N, temperature: 0 });
+      const system = messages[0].role === 'system' ? messages[0].content : undefined;
+      const input = messages.filter((m) => m.role !== 'system');
+      const params = { model: MODEL_NAME, input, instructions: system, max_output_tokens: N, temperature: 0 };
+      const r = await client.responses.create(params);
+      assert.equal(r.object, 'response');
+      assert.match(r.id, /^resp_/);
+      assert.equal(r.model, MODEL_NAME);
+      assert.equal(r.output_text, chat.choices[0].message.content);
+      assert.equal(r.usage.input_tokens, chat.usage.prompt_tokens);
+      assert.equal(r.usage.output_tokens, chat.usage.completion_tokens);
+      const length = chat.choices[0].finish_reason === 'length';
+      assert.equal(r.status, length ? 'incomplete' : 'completed');
+      if (length) assert.equal(r.incomplete_details.reason, 'max_output_tokens');
+
+      const stream = client.responses.stream(params);
+      const types = [];
+      let deltas = '';
+      for await (const event of stream) {
+        types.push(event.type);
+        if (event.type === 'response.output_text.delta') deltas += event.delta;
+      }
+      const final = await stream.finalResponse();
+      assert.equal(deltas, r.output_text);
+      // The SDK sets output_text on response.completed only (as OpenAI, an incomplete response ends with
+      // response.incomplete); the message it assembled from the events holds the text either way.
+      assert.equal(final.output[0].content[0].text, r.output_text);
+      assert.deepEqual(types.slice(0, 4), ['response.created', 'response.in_progress', 'response.output_item.added',
+                                           'response.content_part.added']);
+      assert.equal(types.at(-1), length ? 'response.incomplete' : 'response.completed');
+    }
+    await assert.rejects(
+        client.responses.create({ model: MODEL_NAME, input: [{ type: 'function_call_output', call_id: 'c',
+                                                                 output: 'x' }] }),
+        (e) => e instanceof sdk.BadRequestError && e.param === 'input[0].type');
+    await assert.rejects(client.responses.create({ model: MODEL_NAME, input: 'Hi', previous_response_id: 'resp_1' }),
+                         (e) => e instanceof sdk.BadRequestError && e.param === 'previous_response_id');
   });
 
   await check('after it all: the server is idle and still answers', async () => {
