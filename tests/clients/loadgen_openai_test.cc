@@ -120,14 +120,14 @@ TEST_F(LoadgenOpenAi, RefusedRequestsAreFailuresNamedByStatusAndMessage) {
   ASSERT_EQ(run["errors"].size(), 1u) << run["errors"].dump();
   const std::string name = run["errors"].begin().key();
   EXPECT_EQ(name.rfind("HTTP 404: ", 0), 0u) << name;
-  EXPECT_NE(name.find("'wrong'"), std::string::npos) << name;
+  EXPECT_NE(name.find("\"wrong\""), std::string::npos) << name;
   EXPECT_EQ(run["errors"][name], 3);
 
   // And in the text summary.
   const LoadgenRun text = Loadgen("--api openai --model wrong --server " + Url() +
                            " --requests 2 --prompt-tokens 4 --output-tokens 2 --warmup 0");
   EXPECT_NE(text.output.find("Failed requests:                         2"), std::string::npos) << text.output;
-  EXPECT_NE(text.output.find("HTTP 404: model: 'wrong'"), std::string::npos) << text.output;
+  EXPECT_NE(text.output.find("HTTP 404: model: \"wrong\""), std::string::npos) << text.output;
 }
 
 TEST_F(LoadgenOpenAi, ClearErrorsBeforeAnyLoad) {
