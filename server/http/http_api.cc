@@ -345,6 +345,7 @@ Status HttpApi::RenderChat(OpenAiRequest* request) const {
     if (limits.max_new_tokens > 0) room = std::min<int64_t>(room, limits.max_new_tokens);
     request->generate.set_max_tokens(static_cast<int32_t>(std::max<int64_t>(room, 1)));
   }
+  request->prompts = {request->generate};  // the conversation is the one request to run
   return Status::Ok();
 }
 
@@ -359,7 +360,7 @@ HttpResponse HttpApi::HandleGeneration(OpenAiEndpoint endpoint, const HttpReques
     if (Status rendered = RenderChat(&r); !rendered.ok()) return Refuse(rendered);
   }
   std::vector<ServeRequest> serve_requests;
-  for (const v1::GenerateRequest& one : from_messages ? std::vector<v1::GenerateRequest>{r.generate} : r.prompts) {
+  for (const v1::GenerateRequest& one : r.prompts) {
     auto serve_request = service_->Validate(one);
     if (!serve_request.ok()) {
       Status refused = serve_request.status();
@@ -395,12 +396,10 @@ HttpResponse HttpApi::HandleGeneration(OpenAiEndpoint endpoint, const HttpReques
         .temperature = sampling.temperature(),
         .top_p = sampling.top_p()});
   }
+  stream->choices.reserve(serve_requests.size());
   for (size_t i = 0; i < serve_requests.size(); ++i) {
-    stream->choices.push_back(Stream::Choice{
+    Stream::Choice& choice = stream->choices.emplace_back(Stream::Choice{
         .builder = OpenAiResponseBuilder(header, &model_->tokenizer, r.logprobs, r.top_logprobs, static_cast<int>(i))});
-  }
-  for (size_t i = 0; i < serve_requests.size(); ++i) {
-    Stream::Choice& choice = stream->choices[i];
     choice.generation->SetOnOutput([weak = std::weak_ptr<Stream>(stream)] {
       if (auto s = weak.lock()) s->Wake();
     });

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <initializer_list>
 #include <iterator>
 #include <limits>
 #include <optional>
@@ -131,6 +132,28 @@ bool IsChatRole(const std::string& role) {
   return std::find(std::begin(kChatRoles), std::end(kChatRoles), role) != std::end(kChatRoles);
 }
 
+// A message's content parts joined into one string: `text_types` are the part types that hold text
+// (chat: text; Responses: input_text, output_text); any other type is refused naming the part, with
+// `only` saying what is taken.
+Result<std::string> JoinTextParts(const json& parts, const std::string& where,
+                                  std::initializer_list<std::string_view> text_types, std::string_view only) {
+  std::string joined;
+  for (size_t p = 0; p < parts.size(); ++p) {
+    const json& part = parts[p];
+    const std::string part_where = where + ".content[" + std::to_string(p) + "]";
+    if (!part.is_object()) return Refuse(part_where, "must be an object, got " + TypeName(part));
+    const json* type = Find(part, "type");
+    if (type == nullptr || !type->is_string()) return Refuse(part_where + ".type", "must be a string");
+    if (std::find(text_types.begin(), text_types.end(), type->get_ref<const std::string&>()) == text_types.end()) {
+      return Refuse(part_where + ".type", DescribeJsonForError(*type) + " is not supported (" + std::string(only) + ")");
+    }
+    const json* text = Find(part, "text");
+    if (text == nullptr || !text->is_string()) return Refuse(part_where + ".text", "must be a string");
+    joined += text->get<std::string>();
+  }
+  return joined;
+}
+
 // Chat `messages`: each an object with a string `role` and `content` that is a string, null, or
 // an array of text parts (joined). Other keys (name, ...) pass through to the template.
 Result<json> ReadMessages(const json& body) {
@@ -152,19 +175,7 @@ Result<json> ReadMessages(const json& body) {
     if (content == m.end() || content->is_null()) {
       out["content"] = "";
     } else if (content->is_array()) {
-      std::string joined;
-      for (size_t p = 0; p < content->size(); ++p) {
-        const json& part = (*content)[p];
-        const std::string part_where = where + ".content[" + std::to_string(p) + "]";
-        if (!part.is_object()) return Refuse(part_where, "must be an object, got " + TypeName(part));
-        auto type = part.find("type");
-        if (type == part.end() || !type->is_string()) return Refuse(part_where + ".type", "must be a string");
-        if (*type != "text") return Refuse(part_where + ".type", DescribeJsonForError(*type) + " is not supported (text only)");
-        auto text = part.find("text");
-        if (text == part.end() || !text->is_string()) return Refuse(part_where + ".text", "must be a string");
-        joined += text->get<std::string>();
-      }
-      out["content"] = std::move(joined);
+      ASSIGN_OR_RETURN(out["content"], JoinTextParts(*content, where, {"text"}, "text only"));
     } else if (!content->is_string()) {
       return Refuse(where + ".content", "must be a string or an array of text parts, got " + TypeName(*content));
     }
@@ -212,19 +223,7 @@ Result<json> ReadResponsesInput(const json& body) {
     if (content != nullptr && content->is_string()) {
       text = content->get<std::string>();
     } else if (content != nullptr && content->is_array()) {
-      for (size_t p = 0; p < content->size(); ++p) {
-        const json& part = (*content)[p];
-        const std::string part_where = where + ".content[" + std::to_string(p) + "]";
-        if (!part.is_object()) return Refuse(part_where, "must be an object, got " + TypeName(part));
-        const json* type = Find(part, "type");
-        if (type == nullptr || !type->is_string()) return Refuse(part_where + ".type", "must be a string");
-        if (*type != "input_text" && *type != "output_text") {
-          return Refuse(part_where + ".type", DescribeJsonForError(*type) + " is not supported (input_text only)");
-        }
-        const json* part_text = Find(part, "text");
-        if (part_text == nullptr || !part_text->is_string()) return Refuse(part_where + ".text", "must be a string");
-        text += part_text->get<std::string>();
-      }
+      ASSIGN_OR_RETURN(text, JoinTextParts(*content, where, {"input_text", "output_text"}, "input_text only"));
     } else {
       return Refuse(where + ".content", "must be a string or a list of input_text parts");
     }
@@ -233,7 +232,8 @@ Result<json> ReadResponsesInput(const json& body) {
   return messages;
 }
 
-// What a Responses request may ask for and tpserve does not do: stored state, tools, formats, logprobs.
+// What a Responses request may ask for and tpserve does not do: stored state, formats, logprobs (tools:
+// RefuseUnsupported, as for the other endpoints).
 Status RefuseUnsupportedResponses(const json& body) {
   if (Find(body, "previous_response_id") != nullptr) {
     return Refuse("previous_response_id", "is not supported: the server stores no responses; send the whole "
@@ -242,9 +242,6 @@ Status RefuseUnsupportedResponses(const json& body) {
   if (Find(body, "conversation") != nullptr) return Refuse("conversation", "is not supported (no stored state)");
   ASSIGN_OR_RETURN(auto background, GetBool(body, "background"));
   if (background.value_or(false)) return Refuse("background", "is not supported");
-  if (const json* v = Find(body, "tool_choice"); v != nullptr && !(v->is_string() && (*v == "none" || *v == "auto"))) {
-    return Refuse("tool_choice", "tools and function calling are not supported");
-  }
   if (const json* text = Find(body, "text"); text != nullptr) {
     const json* format = text->is_object() ? Find(*text, "format") : nullptr;
     if (!text->is_object() || (format != nullptr && !(format->is_object() && format->value("type", "") == "text"))) {
@@ -265,8 +262,9 @@ Status RefuseUnsupported(const json& body, OpenAiEndpoint endpoint) {
       return Refuse(list, "tools and function calling are not supported");
     }
   }
+  // "none", and on /v1/responses "auto" too (with no tools, what the SDKs send by default).
   if (const json* v = Find(body, "tool_choice");
-      v != nullptr && endpoint != OpenAiEndpoint::kResponses && !(v->is_string() && *v == "none")) {
+      v != nullptr && !(v->is_string() && (*v == "none" || (endpoint == OpenAiEndpoint::kResponses && *v == "auto")))) {
     return Refuse("tool_choice", "tools and function calling are not supported");
   }
   if (const json* v = Find(body, "logit_bias"); v != nullptr && !(v->is_object() && v->empty())) {

@@ -33,7 +33,8 @@ struct OpenAiRequest {
   // max_tokens is 0 when the request left it to the server (chat: up to the context window).
   // sampling.seed is unset when the request sent none (the server draws one per request).
   v1::GenerateRequest generate;
-  // Completions: `generate` with each prompt in turn, in the order sent (choice i is prompts[i]).
+  // The requests to run, one per choice: completions, `generate` with each prompt in turn, in the
+  // order sent; chat and Responses, the rendered conversation (set by HttpApi once rendered).
   std::vector<v1::GenerateRequest> prompts;
   // Chat and Responses: [{"role": str, "content": str, ...}] with content parts joined into one
   // string (Responses: `instructions` first, as a system message).
