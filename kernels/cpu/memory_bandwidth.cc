@@ -53,12 +53,27 @@ float Sum(const float* p, size_t n) {
   return s0 + s1 + s2 + s3;
 }
 
+// `count` floats of the kind of pages the weights live in, left uninitialized: the caller's first
+// touch writes every one (a std::vector would zero them first, another pass over 2 GB).
+class HugePageFloats {
+ public:
+  explicit HugePageFloats(size_t count) : count_(count), data_(HugePageAllocator<float>().allocate(count)) {}
+  ~HugePageFloats() { HugePageAllocator<float>().deallocate(data_, count_); }
+  HugePageFloats(const HugePageFloats&) = delete;
+  HugePageFloats& operator=(const HugePageFloats&) = delete;
+  float* data() { return data_; }
+  float& operator[](size_t i) { return data_[i]; }
+
+ private:
+  size_t count_;
+  float* data_;
+};
+
 }  // namespace
 
 BandwidthResult MeasureMemoryBandwidth(size_t bytes, int repeats, ThreadPool* pool) {
   const size_t count = bytes / sizeof(float);
-  // The same kind of pages the weights live in.
-  std::vector<float, HugePageAllocator<float>> source(count), destination(count);
+  HugePageFloats source(count), destination(count);
   // Touch every page first (and give the pages distinct contents).
   pool->ParallelFor(count, 4096, [&](size_t b, size_t e) {
     for (size_t i = b; i < e; ++i) source[i] = static_cast<float>(i & 1023);

@@ -47,6 +47,13 @@ inline std::filesystem::path SharedTinyModelDir() {
   return dir;
 }
 
+// The tiny model's directory, for tests that hand it to a server process: opening it here would
+// load its tokenizer for nothing (seconds under ASan, once per test process).
+inline const std::string& TinyModelPath() {
+  static const std::string path = SharedTinyModelDir().string();
+  return path;
+}
+
 inline const ModelDirectory& TinyModel() {
   static std::unique_ptr<ModelDirectory> model;
   if (!model) {

@@ -65,7 +65,7 @@ TEST(DummyModel, NamedShapesAConfigFileAndALayerOverride) {
   EXPECT_EQ(norm->shape, (std::vector<int64_t>{4096}));
   EXPECT_FALSE(model->checkpoint.Read("model.layers.1.input_layernorm.weight", DType::kF32).ok());
 
-  source.model = testing::TinyModel().path + "/config.json";  // a config file, tokenizer beside it
+  source.model = testing::TinyModelPath() + "/config.json";  // a config file, tokenizer beside it
   source.num_layers = 0;
   auto from_file = OpenModel(source);
   ASSERT_TRUE(from_file.ok()) << from_file.status().ToString();

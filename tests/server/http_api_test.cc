@@ -35,7 +35,7 @@ using testing::Threads;
 constexpr char kModelName[] = "tiny-test";
 
 std::vector<std::string> ServeArgs(std::vector<std::string> extra = {}) {
-  std::vector<std::string> args = {"serve",  "--model", testing::TinyModel().path, "--port", "0", "--metrics-port",
+  std::vector<std::string> args = {"serve",  "--model", testing::TinyModelPath(), "--port", "0", "--metrics-port",
                                    "0",      "--threads", "2", "--tp", "1", "--http-port", "0",
                                    "--served-model-name", kModelName};
   args.insert(args.end(), extra.begin(), extra.end());

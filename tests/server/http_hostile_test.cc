@@ -46,7 +46,7 @@ class HttpHostileTest : public ::testing::Test {
     key_dir_ = new testing::TempDir();
     testing::WriteFile(key_dir_->file("key"), std::string(kKey) + "\n");
     server_ = new ServerProcess();
-    ASSERT_TRUE(server_->Start({"serve", "--model", testing::TinyModel().path, "--port", "0",
+    ASSERT_TRUE(server_->Start({"serve", "--model", testing::TinyModelPath(), "--port", "0",
                                 "--metrics-port", "0", "--threads", "2", "--tp", "1", "--http-port",
                                 "0", "--http-timeout-s", "5", "--max-request-bytes",
                                 std::to_string(kLimit), "--api-key-file", key_dir_->file("key")}))

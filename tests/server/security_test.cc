@@ -42,7 +42,7 @@ std::string Shell(const std::string& command, int* status) {
 }
 
 std::vector<std::string> ServeArgs(std::vector<std::string> extra) {
-  std::vector<std::string> args = {"serve", "--model", testing::TinyModel().path, "--port", "0",
+  std::vector<std::string> args = {"serve", "--model", testing::TinyModelPath(), "--port", "0",
                                    "--metrics-port", "0", "--threads", "2", "--tp", "1"};
   args.insert(args.end(), extra.begin(), extra.end());
   return args;
@@ -117,11 +117,11 @@ TEST(ApiKey, AShortOrMissingKeyFileIsRefusedAtStartNamingTheFile) {
   std::ofstream(key_file) << "abc\n";
   int status = 0;
   const std::string binary = testing::TpserveBinary();
-  std::string out = Shell(binary + " serve --model " + testing::TinyModel().path + " --port 0 --metrics-port 0 --api-key-file " +
+  std::string out = Shell(binary + " serve --model " + testing::TinyModelPath() + " --port 0 --metrics-port 0 --api-key-file " +
                               key_file, &status);
   EXPECT_NE(status, 0);
   EXPECT_NE(out.find("too easy to guess"), std::string::npos) << out;
-  out = Shell(binary + " serve --model " + testing::TinyModel().path + " --port 0 --metrics-port 0 --api-key-file " +
+  out = Shell(binary + " serve --model " + testing::TinyModelPath() + " --port 0 --metrics-port 0 --api-key-file " +
                   (dir.path() / "nope").string(), &status);
   EXPECT_NE(status, 0);
   EXPECT_NE(out.find("nope: cannot read the file"), std::string::npos) << out;

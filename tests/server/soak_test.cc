@@ -100,7 +100,7 @@ class Soak : public ::testing::Test {
  protected:
   void SetUp() override {
     // short: the tiny model; full: the small one (make-model's `small` shape, random weights).
-    std::vector<std::string> model = {"--model", testing::TinyModel().path};
+    std::vector<std::string> model = {"--model", testing::TinyModelPath()};
     if (profile_.full) model = {"--model", "small", "--load-format", "dummy"};
     std::vector<std::string> args = {"serve", "--port", "0", "--metrics-port", "0", "--threads", "2", "--tp", "2",
                                      "--max-batch-size", "32", "--max-queue", std::to_string(profile_.max_queue)};

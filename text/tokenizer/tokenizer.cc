@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "text/tokenizer/byte_level.h"
+#include "text/tokenizer/tokenizer_json.h"
 #include "text/tokenizer/utf8.h"
 
 namespace tpserve {
@@ -23,6 +24,9 @@ namespace {
 // GPT-2's pre-tokenizer regex, used by a ByteLevel pre-tokenizer with use_regex = true.
 constexpr const char* kGpt2Pattern =
     R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
+
+// Ids index a table of every token; the largest public vocabularies have ~256k.
+constexpr int32_t kMaxTokenIds = 1 << 24;
 
 enum class Normalization { kNfc, kNfd, kNfkc, kNfkd };
 
@@ -38,6 +42,15 @@ std::string EscapeRegex(std::string_view literal) {
 std::string TypeOf(const json& node) {
   auto it = node.find("type");
   return it != node.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
+// node[key] without a copy (json::value returns one), or null (which iterates as empty) when
+// node has no such member.
+const json& Member(const json& node, const char* key) {
+  static const json kNull;
+  if (!node.is_object()) return kNull;
+  auto it = node.find(key);
+  return it != node.end() ? *it : kNull;
 }
 
 bool IsAsciiSpace(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
@@ -136,18 +149,16 @@ Tokenizer& Tokenizer::operator=(Tokenizer&&) noexcept = default;
 Tokenizer::~Tokenizer() = default;
 
 Result<Tokenizer> Tokenizer::FromFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return NotFound(path + ": cannot open");
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  return FromJson(buffer.str(), path);
+  ASSIGN_OR_RETURN(const std::string text, ReadTextFile(path));
+  return FromJson(text, path);
 }
 
 Result<Tokenizer> Tokenizer::FromJson(std::string_view text, const std::string& source) {
-  ASSIGN_OR_RETURN(json root, ParseJson(text, source));
+  ASSIGN_OR_RETURN(TokenizerJson parsed, ParseTokenizerJson(text, source));
+  const json& root = parsed.settings;
   if (!root.is_object()) return InvalidArgument(source + ": not a JSON object");
 
-  const json& model = root.value("model", json::object());
+  const json& model = Member(root, "model");
   if (TypeOf(model) != "BPE") {
     return Unimplemented(source + ": model type '" + TypeOf(model) +
                          "' is not supported (only byte-level BPE)");
@@ -155,42 +166,22 @@ Result<Tokenizer> Tokenizer::FromJson(std::string_view text, const std::string& 
   if (model.value("byte_fallback", false)) {
     return Unimplemented(source + ": BPE with byte_fallback (SentencePiece-style) is not supported");
   }
-  const json& pre_tokenizer = root.value("pre_tokenizer", json());
+  const json& pre_tokenizer = Member(root, "pre_tokenizer");
   if (pre_tokenizer.dump().find("\"ByteLevel\"") == std::string::npos) {
     return Unimplemented(source + ": pre_tokenizer has no ByteLevel step; only byte-level BPE "
                                   "tokenizers are supported");
   }
+  if (!parsed.has_vocab) return InvalidArgument(source + ": model.vocab is missing");
 
   Tokenizer tokenizer;
   Pipeline& pipeline = *tokenizer.pipeline_;
   try {
-    RETURN_IF_ERROR(pipeline.AddNormalizer(root.value("normalizer", json()), source));
+    RETURN_IF_ERROR(pipeline.AddNormalizer(Member(root, "normalizer"), source));
     RETURN_IF_ERROR(pipeline.AddPreTokenizer(pre_tokenizer, source));
 
-    std::unordered_map<std::string, int32_t> vocab;
-    int32_t max_id = -1;
-    for (const auto& [token, id] : model.at("vocab").items()) {
-      const int32_t value = JsonInt<int32_t>(id, "model.vocab[\"" + token + "\"]");
-      vocab.emplace(token, value);
-      max_id = std::max(max_id, value);
-    }
-    std::vector<std::pair<std::string, std::string>> merges;
-    for (const auto& merge : model.value("merges", json::array())) {
-      if (merge.is_array() && merge.size() == 2) {
-        merges.emplace_back(merge[0].get<std::string>(), merge[1].get<std::string>());
-      } else if (merge.is_string()) {
-        const std::string s = merge.get<std::string>();
-        const size_t space = s.find(' ');
-        if (space == std::string::npos) {
-          return InvalidArgument(source + ": model.merges entry '" + s + "' is not 'left right'");
-        }
-        merges.emplace_back(s.substr(0, space), s.substr(space + 1));
-      } else {
-        return InvalidArgument(source + ": model.merges entry " + merge.dump() + " is malformed");
-      }
-    }
-
-    for (const auto& entry : root.value("added_tokens", json::array())) {
+    std::unordered_map<std::string, int32_t>& vocab = parsed.vocab;
+    int32_t max_id = parsed.max_vocab_id;
+    for (const auto& entry : Member(root, "added_tokens")) {
       AddedToken token{.id = JsonInt<int32_t>(entry.at("id"), "added_tokens[].id"),
                        .content = entry.at("content").get<std::string>(),
                        .special = entry.value("special", false),
@@ -201,7 +192,11 @@ Result<Tokenizer> Tokenizer::FromJson(std::string_view text, const std::string& 
       tokenizer.added_tokens_.push_back(std::move(token));
     }
 
-    tokenizer.id_to_token_.assign(max_id + 1, std::string());
+    if (max_id >= kMaxTokenIds) {
+      return InvalidArgument(source + ": token id " + std::to_string(max_id) + " is beyond the " +
+                             std::to_string(kMaxTokenIds) + " ids a vocabulary may have");
+    }
+    tokenizer.id_to_token_.assign(static_cast<size_t>(max_id) + 1, std::string());
     for (const auto& [token, id] : vocab) {
       if (id < 0) return InvalidArgument(source + ": token '" + token + "' has a negative id");
       tokenizer.id_to_token_[id] = token;
@@ -220,11 +215,11 @@ Result<Tokenizer> Tokenizer::FromJson(std::string_view text, const std::string& 
       });
     }
 
-    ASSIGN_OR_RETURN(BpeModel bpe, BpeModel::Create(std::move(vocab), merges,
+    ASSIGN_OR_RETURN(BpeModel bpe, BpeModel::Create(std::move(vocab), parsed.merges,
                                                     model.value("ignore_merges", false)));
     pipeline.bpe = std::make_unique<BpeModel>(std::move(bpe));
 
-    RETURN_IF_ERROR(tokenizer.LoadPostProcessor(root.value("post_processor", json()), source));
+    RETURN_IF_ERROR(tokenizer.LoadPostProcessor(Member(root, "post_processor"), source));
   } catch (const std::exception& e) {  // nlohmann's, and JsonInt's out_of_range
     return InvalidArgument(source + ": malformed tokenizer.json: " + e.what());
   }
