@@ -28,6 +28,12 @@ Shard ShardFor(const ModelConfig& c, int tp) {
   return s;
 }
 
+// A decode step: every sequence feeds one token, samples one, and attends to `context` positions.
+StepShape DecodeShape(const DecodePoint& point) {
+  return {.tp = point.tp, .tokens = point.batch, .logit_rows = point.batch,
+          .attention_positions = static_cast<double>(point.batch) * point.context, .weight_bytes = point.weight_bytes};
+}
+
 }  // namespace
 
 double ComputeTerms::Gemm() const {
@@ -38,55 +44,62 @@ double ComputeTerms::LmHead() const {
 }
 double ComputeTerms::Total() const { return Gemm() + attention_ms + LmHead(); }
 
-ComputeTerms ComputeTermsAt(const ModelConfig& c, const HardwareProfile& p, const EngineTraits& e,
-                            const DecodePoint& point) {
-  const Shard shard = ShardFor(c, point.tp);
-  const double batch = point.batch, layers = c.num_layers;
+ComputeTerms ComputeTermsFor(const ModelConfig& c, const HardwareProfile& p, const EngineTraits& e,
+                             const StepShape& step) {
+  const Shard shard = ShardFor(c, step.tp);
+  const double layers = c.num_layers;
   // Each device streams its own weights, except CPU ranks that share one memory (and its cores).
-  const double share = p.shared_memory_bandwidth ? point.tp : 1;
+  const double share = p.shared_memory_bandwidth ? step.tp : 1;
   const double bandwidth = p.memory_bandwidth_gb_s * 1e9 * p.memory_efficiency / share;
-  const double flops = (point.weight_bytes == 1 ? p.fp8_tflops : p.bf16_tflops) * 1e12 * p.compute_efficiency / share;
+  const double flops = (step.weight_bytes == 1 ? p.fp8_tflops : p.bf16_tflops) * 1e12 * p.compute_efficiency / share;
   ComputeTerms t;
   t.overlapped = p.compute_overlaps_memory;
-  t.gemm_stream_ms = layers * shard.layer_params * point.weight_bytes / bandwidth * 1e3;
-  t.gemm_flops_ms = layers * 2 * batch * shard.layer_params / flops * 1e3;
-  t.attention_ms = layers * batch * point.context * 2 * shard.kv_width * e.kv_bytes /
+  t.gemm_stream_ms = layers * shard.layer_params * step.weight_bytes / bandwidth * 1e3;
+  t.gemm_flops_ms = layers * 2 * step.tokens * shard.layer_params / flops * 1e3;
+  t.attention_ms = layers * step.attention_positions * 2 * shard.kv_width * e.kv_bytes /
                    (bandwidth / p.memory_efficiency * p.attention_efficiency) * 1e3;
-  t.lm_head_stream_ms = shard.lm_head_params * point.weight_bytes / bandwidth * 1e3;
-  t.lm_head_flops_ms = 2 * batch * shard.lm_head_params / flops * 1e3;
+  t.lm_head_stream_ms = step.logit_rows > 0 ? shard.lm_head_params * step.weight_bytes / bandwidth * 1e3 : 0;
+  t.lm_head_flops_ms = 2 * step.logit_rows * shard.lm_head_params / flops * 1e3;
   return t;
 }
 
-Result<DecodePrediction> PredictDecodeStep(const ModelConfig& c, const HardwareProfile& p, const EngineTraits& e,
-                                           const DecodePoint& point) {
-  if (point.tp < 1 || point.batch < 1 || point.context < 1) {
-    return InvalidArgument("tp, batch and context must be at least 1");
+ComputeTerms ComputeTermsAt(const ModelConfig& c, const HardwareProfile& p, const EngineTraits& e,
+                            const DecodePoint& point) {
+  return ComputeTermsFor(c, p, e, DecodeShape(point));
+}
+
+Result<StepTime> PredictStepTime(const ModelConfig& c, const HardwareProfile& p, const EngineTraits& e,
+                                 const StepShape& step) {
+  if (step.tp < 1 || step.tokens < 1 || step.logit_rows < 0 || step.logit_rows > step.tokens ||
+      step.attention_positions < step.tokens) {
+    return InvalidArgument("a step needs tp >= 1, tokens >= 1, 0 <= logit rows <= tokens and at least one attended "
+                           "position per token");
   }
-  if (c.num_heads % point.tp != 0 || c.intermediate_size % point.tp != 0 ||
-      (c.num_kv_heads % point.tp != 0 && point.tp % c.num_kv_heads != 0)) {
-    return InvalidArgument("--tp " + std::to_string(point.tp) + " does not divide " + std::to_string(c.num_heads) +
+  if (c.num_heads % step.tp != 0 || c.intermediate_size % step.tp != 0 ||
+      (c.num_kv_heads % step.tp != 0 && step.tp % c.num_kv_heads != 0)) {
+    return InvalidArgument("--tp " + std::to_string(step.tp) + " does not divide " + std::to_string(c.num_heads) +
                            " heads, " + std::to_string(c.num_kv_heads) + " KV heads and " +
                            std::to_string(c.intermediate_size) + " FFN features evenly");
   }
-  if (point.weight_bytes == 1 && p.fp8_tflops <= 0) return InvalidArgument(p.name + " has no FP8 rate (--dtype fp8)");
-  const Shard shard = ShardFor(c, point.tp);
-  const double batch = point.batch, layers = c.num_layers;
-  DecodePrediction out;
-  out.point = point;
-  const ComputeTerms terms = ComputeTermsAt(c, p, e, point);
+  if (step.weight_bytes == 1 && p.fp8_tflops <= 0) return InvalidArgument(p.name + " has no FP8 rate (--dtype fp8)");
+  const double layers = c.num_layers;
+  StepTime out;
+  const ComputeTerms terms = ComputeTermsFor(c, p, e, step);
   out.compute_bound_gemm = terms.gemm_flops_ms > terms.gemm_stream_ms;
   out.gemm_ms = terms.Gemm();
   out.attention_ms = terms.attention_ms;
   out.lm_head_ms = terms.LmHead();
-  if (point.tp > 1) {
-    out.allreduce_message_bytes = batch * c.hidden_size * e.allreduce_bytes;
+  if (step.tp > 1) {
+    out.allreduce_message_bytes = static_cast<double>(step.tokens) * c.hidden_size * e.allreduce_bytes;
     ASSIGN_OR_RETURN(out.allreduce,
-                     EstimateCollective(p, Collective::kAllReduce, point.tp, out.allreduce_message_bytes));
+                     EstimateCollective(p, Collective::kAllReduce, step.tp, out.allreduce_message_bytes));
     out.allreduce_ms = (2 * layers + 1) * out.allreduce.time_us * 1e-3;  // + the embedding's
-    out.latency_bound_comm = out.allreduce.latency_bound();
-    const double gathered = batch * std::ceil(static_cast<double>(c.vocab_size) / point.tp) * point.tp * e.logits_bytes;
-    ASSIGN_OR_RETURN(CollectiveEstimate gather, EstimateCollective(p, Collective::kAllGather, point.tp, gathered));
-    out.logits_ms = gather.time_us * 1e-3;
+    if (step.logit_rows > 0) {
+      const double gathered = step.logit_rows * std::ceil(static_cast<double>(c.vocab_size) / step.tp) * step.tp *
+                              e.logits_bytes;
+      ASSIGN_OR_RETURN(CollectiveEstimate gather, EstimateCollective(p, Collective::kAllGather, step.tp, gathered));
+      out.logits_ms = gather.time_us * 1e-3;
+    }
   }
   out.layer_overhead_ms = layers * p.layer_us * 1e-3;
   // Launches overlap the GPU's work; only what exceeds it shows.
@@ -96,6 +109,32 @@ Result<DecodePrediction> PredictDecodeStep(const ModelConfig& c, const HardwareP
   out.launch_ms = std::max(0.0, launch_ms - device_ms);
   out.host_ms = p.step_host_us * 1e-3;
   out.step_ms = device_ms + out.launch_ms + out.host_ms;
+  return out;
+}
+
+Result<DecodePrediction> PredictDecodeStep(const ModelConfig& c, const HardwareProfile& p, const EngineTraits& e,
+                                           const DecodePoint& point) {
+  if (point.tp < 1 || point.batch < 1 || point.context < 1) {
+    return InvalidArgument("tp, batch and context must be at least 1");
+  }
+  ASSIGN_OR_RETURN(const StepTime time, PredictStepTime(c, p, e, DecodeShape(point)));
+  const Shard shard = ShardFor(c, point.tp);
+  const double batch = point.batch, layers = c.num_layers;
+  DecodePrediction out;
+  out.point = point;
+  out.compute_bound_gemm = time.compute_bound_gemm;
+  out.gemm_ms = time.gemm_ms;
+  out.attention_ms = time.attention_ms;
+  out.lm_head_ms = time.lm_head_ms;
+  out.allreduce_message_bytes = time.allreduce_message_bytes;
+  out.allreduce = time.allreduce;
+  out.allreduce_ms = time.allreduce_ms;
+  out.latency_bound_comm = point.tp > 1 && time.allreduce.latency_bound();
+  out.logits_ms = time.logits_ms;
+  out.layer_overhead_ms = time.layer_overhead_ms;
+  out.launch_ms = time.launch_ms;
+  out.host_ms = time.host_ms;
+  out.step_ms = time.step_ms;
   out.tokens_per_s = batch / (out.step_ms * 1e-3);
   out.tokens_per_s_per_device = out.tokens_per_s / point.tp;
   out.comm_share = (out.allreduce_ms + out.logits_ms) / out.step_ms;

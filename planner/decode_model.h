@@ -62,6 +62,35 @@ struct ComputeTerms {
 ComputeTerms ComputeTermsAt(const ModelConfig& model, const HardwareProfile& profile, const EngineTraits& engine,
                             const DecodePoint& point);
 
+// Any step the scheduler makes, decode or not. `tokens` rows go through every GEMM and AllReduce,
+// `logit_rows` of them (the rows that sample) through the LM head and the logits gather, and
+// attention reads `attention_positions` cached positions in all: the sum, over the tokens fed, of
+// the positions each attends to (batch × context for a decode step; chunk × (start + (chunk+1)/2)
+// for a prefill chunk starting at `start`). Attention is priced by the KV bytes it reads, as for
+// decode; the FLOPs of long-prompt attention are not modelled yet.
+struct StepShape {
+  int tp = 1;
+  int tokens = 1;
+  int logit_rows = 1;
+  double attention_positions = 1;
+  int weight_bytes = 2;
+};
+
+// The parts of one step (ms), summing to step_ms.
+struct StepTime {
+  double gemm_ms = 0, attention_ms = 0, allreduce_ms = 0, lm_head_ms = 0, logits_ms = 0, launch_ms = 0, host_ms = 0;
+  double layer_overhead_ms = 0;
+  double step_ms = 0;
+  double allreduce_message_bytes = 0;
+  CollectiveEstimate allreduce;     // one of the 2 × layers (+1 embedding) AllReduces
+  bool compute_bound_gemm = false;  // FLOPs, not weight streaming, set the GEMM time
+};
+
+ComputeTerms ComputeTermsFor(const ModelConfig& model, const HardwareProfile& profile, const EngineTraits& engine,
+                             const StepShape& shape);
+Result<StepTime> PredictStepTime(const ModelConfig& model, const HardwareProfile& profile, const EngineTraits& engine,
+                                 const StepShape& shape);
+
 Result<DecodePrediction> PredictDecodeStep(const ModelConfig& model, const HardwareProfile& profile,
                                            const EngineTraits& engine, const DecodePoint& point);
 

@@ -32,8 +32,8 @@ size_t HeldSuffix(const std::string& text, const std::vector<std::string>& stops
 }
 
 // The scheduler must cut KV blocks exactly as the engine stores them.
-SchedulerOptions WithEngineBlockSize(SchedulerOptions options, const Engine& engine) {
-  options.block_size = engine.block_size();
+ServingOptions WithEngineBlockSize(ServingOptions options, const Engine& engine) {
+  options.scheduler.block_size = engine.block_size();
   return options;
 }
 
@@ -66,7 +66,7 @@ EngineLoop::EngineLoop(Engine* engine, const Tokenizer* tokenizer, const EngineL
       tokenizer_(tokenizer),
       options_(options),
       metrics_(metrics),
-      scheduler_(WithEngineBlockSize(options.scheduler, *engine), &engine->block_pool()) {
+      core_(WithEngineBlockSize(options, *engine), &engine->block_pool()) {
   if (options_.max_model_len <= 0) options_.max_model_len = engine->config().max_position_embeddings;
   metrics_->kv_blocks_total = engine->block_pool().total_blocks();
   UpdateGauges();
@@ -97,14 +97,7 @@ int EngineLoop::in_flight() const {
 }
 
 Result<uint64_t> EngineLoop::Submit(ServeRequest request) {
-  const size_t positions = request.prompt.size() + request.max_tokens;
-  const size_t blocks = (positions + engine_->block_size() - 1) / engine_->block_size();
-  if (blocks > static_cast<size_t>(engine_->block_pool().total_blocks())) {
-    return Status(StatusCode::kResourceExhausted,
-                  "prompt + max_tokens = " + std::to_string(positions) + " positions need " +
-                      std::to_string(blocks) + " KV blocks but the cache has " +
-                      std::to_string(engine_->block_pool().total_blocks()));
-  }
+  if (Status fits = core_.CheckFits(request.prompt.size(), request.max_tokens); !fits.ok()) return fits;
   auto r = std::make_unique<Request>();
   r->arrived = Clock::now();
   r->decoder = std::make_unique<IncrementalDecoder>(*tokenizer_, /*skip_special=*/true);
@@ -115,10 +108,7 @@ Result<uint64_t> EngineLoop::Submit(ServeRequest request) {
     if (stop_ || !healthy_) return Status(StatusCode::kUnavailable, "the engine is not serving");
     // Counted here, under the lock, and released on the request's first step or its end: the
     // limit holds exactly however requests arrive between steps.
-    if (queued_ >= options_.max_queue) {
-      return Status(StatusCode::kResourceExhausted,
-                    "request queue is full (" + std::to_string(options_.max_queue) + " waiting)");
-    }
+    if (Status room = core_.CheckQueue(queued_); !room.ok()) return room;
     id = next_id_++;
     r->id = id;
     inbox_.push_back(std::move(r));
@@ -145,7 +135,7 @@ void EngineLoop::Run() {
     {
       std::unique_lock<std::mutex> lock(mutex_);
       const bool woken = wake_.wait_for(lock, kHeartbeatInterval, [&] {
-        return stop_ || !inbox_.empty() || !cancels_.empty() || !scheduler_.idle();
+        return stop_ || !inbox_.empty() || !cancels_.empty() || !core_.idle();
       });
       if (stop_) break;
       if (!woken) {
@@ -159,9 +149,9 @@ void EngineLoop::Run() {
         continue;
       }
       // An idle engine waits briefly for more requests, so they start as one batch.
-      if (scheduler_.idle() && options_.max_wait_us > 0) {
-        wake_.wait_for(lock, std::chrono::microseconds(options_.max_wait_us), [&] {
-          return stop_ || static_cast<int>(inbox_.size()) >= options_.scheduler.max_batch_size;
+      if (core_.idle() && core_.BatchWaitSeconds() > 0) {
+        wake_.wait_for(lock, std::chrono::duration<double>(core_.BatchWaitSeconds()), [&] {
+          return stop_ || core_.BatchIsFull(static_cast<int>(inbox_.size()));
         });
         if (stop_) break;
       }
@@ -170,7 +160,7 @@ void EngineLoop::Run() {
     }
     Admit(std::move(arrivals));
     ApplyCancellations(cancels);
-    if (!scheduler_.idle()) Step();
+    if (!core_.idle()) Step();
     UpdateGauges();
   }
   // Shutting down: everything still here is cancelled.
@@ -186,11 +176,7 @@ void EngineLoop::Run() {
 
 void EngineLoop::Admit(std::vector<std::unique_ptr<Request>> arrivals) {
   for (auto& r : arrivals) {
-    auto sequence = std::make_unique<ScheduledSequence>();
-    sequence->id = r->id;
-    sequence->tokens = r->request.prompt;
-    sequence->prompt_length = r->request.prompt.size();
-    scheduler_.Add(std::move(sequence));
+    core_.Add(r->id, r->request.prompt);
     requests_.emplace(r->id, std::move(r));
   }
 }
@@ -202,7 +188,7 @@ void EngineLoop::ApplyCancellations(const std::unordered_set<uint64_t>& cancels)
 }
 
 void EngineLoop::Step() {
-  ScheduleDecision decision = scheduler_.Schedule(step_id_++);
+  ScheduleDecision decision = core_.PlanStep();
   metrics_->preemptions += decision.preempted.size();
   if (decision.plan.sequences.empty()) return;
   const auto now = Clock::now();
@@ -248,21 +234,24 @@ void EngineLoop::Step() {
   }
 
   const std::vector<SampledToken>& tokens = result->tokens;  // [sequences with want_logits], plan order
-  // Each sequence's share of the step, by its tokens in it; then its token, in plan order.
+  // Each sequence's share of the step, by its tokens in it.
   const double tokens_in_step = std::max(1, decision.plan.token_count());
-  size_t row = 0;
-  for (size_t k = 0; k < decision.sequences.size(); ++k) {
-    ScheduledSequence& s = *decision.sequences[k];
-    const SequencePlan& p = decision.plan.sequences[k];
-    Request& r = *requests_.at(s.id);
+  for (const SequencePlan& p : decision.plan.sequences) {
+    Request& r = *requests_.at(static_cast<uint64_t>(p.sequence_id));
     const double share = p.tokens.size() / tokens_in_step;
     r.timing.compute_s += compute_s * share;
     r.timing.comm_s += comm_s * share;
-    s.computed += p.tokens.size();
+  }
+  std::vector<int32_t> ids;
+  ids.reserve(tokens.size());
+  for (const SampledToken& token : tokens) ids.push_back(token.id);
+  core_.CommitStep(decision, ids);
+  // Then each new token, in plan order. A request that finishes here frees its sequence, so only
+  // the plan (never decision.sequences) is read from now on.
+  size_t row = 0;
+  for (const SequencePlan& p : decision.plan.sequences) {
     if (!p.want_logits) continue;
-    const SampledToken& token = tokens[row++];
-    s.tokens.push_back(token.id);
-    ProcessToken(r, token);
+    ProcessToken(*requests_.at(static_cast<uint64_t>(p.sequence_id)), tokens[row++]);
   }
 }
 
@@ -311,7 +300,7 @@ void EngineLoop::Finish(uint64_t id, FinishReason reason) {
   if (it == requests_.end()) return;
   std::unique_ptr<Request> r = std::move(it->second);
   requests_.erase(it);
-  std::unique_ptr<ScheduledSequence> sequence = scheduler_.Remove(id);
+  std::unique_ptr<ScheduledSequence> sequence = core_.Remove(id);
   const auto now = Clock::now();
   r->timing.e2e_s = Seconds(r->arrived, now);
   if (r->completion_tokens > 0) r->timing.decode_s = Seconds(r->first_token, r->last_token);
@@ -345,7 +334,7 @@ void EngineLoop::FailAll(const Status& status) {
   for (uint64_t id : ids) {
     std::unique_ptr<Request> r = std::move(requests_.at(id));
     requests_.erase(id);
-    scheduler_.Remove(id);
+    core_.Remove(id);
     metrics_->CountError(std::string(StatusCodeName(status.code())));
     r->request.sink->OnError(status);
     Release(*r);
@@ -353,10 +342,10 @@ void EngineLoop::FailAll(const Status& status) {
 }
 
 void EngineLoop::UpdateGauges() {
-  metrics_->requests_running = scheduler_.running();
+  metrics_->requests_running = core_.scheduler().running();
   {
     // Waiting = not yet started (what --max-queue bounds) + preempted, waiting to resume.
-    const int preempted = scheduler_.preempted_waiting();
+    const int preempted = core_.scheduler().preempted_waiting();
     std::lock_guard<std::mutex> lock(mutex_);
     preempted_waiting_ = preempted;
     metrics_->requests_waiting = queued_ + preempted_waiting_;

@@ -20,7 +20,7 @@
 #include "engine/step/sampler.h"
 #include "text/tokenizer/tokenizer.h"
 #include "server/metrics.h"
-#include "engine/step/scheduler.h"
+#include "engine/step/serving_core.h"
 
 namespace tpserve {
 
@@ -57,12 +57,8 @@ struct ServeRequest {
   std::shared_ptr<GenerationSink> sink;
 };
 
-struct EngineLoopOptions {
-  SchedulerOptions scheduler;
-  int max_queue = 256;      // requests not yet started before RESOURCE_EXHAUSTED
-  int max_wait_us = 1000;   // an idle engine waits this long for more requests to batch
-  int max_model_len = 0;    // prompt + max_tokens limit (0: the model's)
-};
+// The loop's rules (queue bound, batching wait, scheduler limits) are ServingCore's.
+using EngineLoopOptions = ServingOptions;
 
 class EngineLoop {
  public:
@@ -99,9 +95,8 @@ class EngineLoop {
   const Tokenizer* tokenizer_;
   EngineLoopOptions options_;
   ServerMetrics* metrics_;
-  Scheduler scheduler_;
+  ServingCore core_;  // engine thread only, but for its const checks
   std::unordered_map<uint64_t, std::unique_ptr<Request>> requests_;  // engine thread only
-  int64_t step_id_ = 0;
 
   mutable std::mutex mutex_;
   std::condition_variable wake_;

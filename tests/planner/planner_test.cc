@@ -172,6 +172,36 @@ TEST(DecodeModel, TermsMatchAHandComputation) {
   EXPECT_NEAR(two->comm_share, (two->allreduce_ms + two->logits_ms) / two->step_ms, 1e-12);
 }
 
+TEST(DecodeModel, APrefillStepIsPricedByItsTokensAndItsSamplingRows) {
+  const ModelConfig c = HandModel();
+  const EngineTraits engine{.kv_bytes = 2, .allreduce_bytes = 2, .logits_bytes = 4, .memory_utilization = 0.9};
+  HardwareProfile p = HandMachine();
+  p.bf16_tflops = 1;  // 1e12 FLOP/s: a 512-token chunk is compute-bound
+  // One 512-token prompt chunk from position 0 that samples at its end, at TP=2.
+  const StepShape chunk{.tp = 2, .tokens = 512, .logit_rows = 1, .attention_positions = 512.0 * 513 / 2,
+                        .weight_bytes = 2};
+  auto t = PredictStepTime(c, p, engine, chunk);
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  const double layer = 1024.0 * 512 + 2 * 1024.0 * 128 + 512.0 * 1024 + 3 * 1024.0 * 2048;  // one rank's
+  EXPECT_TRUE(t->compute_bound_gemm);
+  EXPECT_NEAR(t->gemm_ms, 10 * 2 * 512 * layer / 1e12 * 1e3, 1e-9);
+  // KV read per layer: every fed token reads its positions, (k + v) · 128 · 2 bytes each.
+  EXPECT_NEAR(t->attention_ms, 10 * (512.0 * 513 / 2) * 2 * 128 * 2 / 1e11 * 1e3, 1e-9);
+  // The LM head runs for the one sampling row only: streaming its half of the head binds.
+  EXPECT_NEAR(t->lm_head_ms, 16000.0 * 1024 * 2 / 1e11 * 1e3, 1e-9);
+  // Every AllReduce carries all 512 rows; the logits gather one row.
+  EXPECT_EQ(t->allreduce_message_bytes, 512 * 1024 * 2);
+  EXPECT_NEAR(t->allreduce_ms, 21 * (10.0 + 512 * 1024 * 2 / 1e3) * 1e-3, 1e-9);
+  EXPECT_NEAR(t->logits_ms, (5.0 + 32000 * 4 / 1e4) * 1e-3, 1e-9);
+  // A chunk that does not sample has no LM head and no gather.
+  auto middle = PredictStepTime(c, p, engine, StepShape{.tp = 2, .tokens = 512, .logit_rows = 0,
+                                                        .attention_positions = 512.0 * 513 / 2, .weight_bytes = 2});
+  ASSERT_TRUE(middle.ok());
+  EXPECT_EQ(middle->lm_head_ms, 0);
+  EXPECT_EQ(middle->logits_ms, 0);
+  EXPECT_FALSE(PredictStepTime(c, p, engine, StepShape{.tp = 1, .tokens = 2, .logit_rows = 3}).ok());
+}
+
 TEST(DecodeModel, MemoryFitAndTheLargestBatch) {
   const ModelConfig c = HandModel();
   const EngineTraits engine{.kv_bytes = 2, .allreduce_bytes = 2, .logits_bytes = 4, .memory_utilization = 0.9};

@@ -1,0 +1,57 @@
+// One server simulated event by event: requests arrive at their times, the server's own
+// ServingCore (queue bound, batching wait, continuous batching, chunked prefill, preemption)
+// decides every step, and a step model says how long each step takes. What comes out is what
+// loadgen records against a real server (one RequestRecord per request), so the same report
+// describes both.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "clients/load_stats.h"
+#include "common/status.h"
+#include "engine/step/serving_core.h"
+#include "planner/decode_model.h"
+
+namespace tpserve {
+
+struct SimulatedRequest {
+  double arrival_s = 0;  // from the start of the run, non-decreasing across requests
+  int prompt_tokens = 1;
+  int output_tokens = 1;  // exact (loadgen sends ignore_eos)
+};
+
+// One step as the simulation ran it.
+struct SimulatedStep {
+  double start_s = 0;
+  double seconds = 0;
+  int sequences = 0;      // in the step
+  int tokens = 0;         // fed this step, prompt chunks included
+  int prompt_tokens = 0;  // of which prompt (prefill or recomputation after a preemption)
+  int preempted = 0;      // sequences preempted while planning it
+};
+
+struct SimulationResult {
+  std::vector<RequestRecord> records;  // one per request, in arrival order
+  double duration_s = 0;               // from 0 to the last request's end
+  std::vector<SimulatedStep> steps;
+};
+
+// How long one step takes, from what it runs.
+using StepSeconds = std::function<double(const ScheduleDecision& decision)>;
+
+// What the step model needs of a plan: the tokens fed, the rows that sample, and the positions
+// attention reads (each fed token attends to every position up to its own).
+planner::StepShape ShapeOfStep(const StepPlan& plan, int tp, int weight_bytes);
+
+// Runs `requests` through a server with `options` and a KV cache of `kv_blocks` blocks of
+// options.scheduler.block_size tokens. Refused requests (too long for the cache, queue full) are
+// records with ok = false and error_code RESOURCE_EXHAUSTED, as loadgen records them.
+// InvalidArgument for requests out of order or with lengths < 1.
+Result<SimulationResult> SimulateServing(const std::vector<SimulatedRequest>& requests,
+                                         const ServingOptions& options, int kv_blocks,
+                                         const StepSeconds& step_seconds);
+
+}  // namespace tpserve
