@@ -191,6 +191,7 @@ void EngineLoop::Step() {
   ScheduleDecision decision = core_.PlanStep();
   metrics_->preemptions += decision.preempted.size();
   if (decision.plan.sequences.empty()) return;
+  if (plan_observer_) plan_observer_(decision.plan);
   const auto now = Clock::now();
   int started = 0;
   for (size_t k = 0; k < decision.sequences.size(); ++k) {

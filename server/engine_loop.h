@@ -7,6 +7,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -74,6 +75,10 @@ class EngineLoop {
   Result<uint64_t> Submit(ServeRequest request);
   void Cancel(uint64_t id);  // takes effect before the next step
 
+  // Called on the engine thread with each step's plan before the engine runs it (tests compare
+  // the server's decisions with the serving simulation's). Set it before Start.
+  void ObservePlans(std::function<void(const StepPlan&)> observer) { plan_observer_ = std::move(observer); }
+
   void Start();
   void Stop();  // cancels everything still queued or running, joins the thread
   bool healthy() const { return healthy_; }
@@ -96,6 +101,7 @@ class EngineLoop {
   EngineLoopOptions options_;
   ServerMetrics* metrics_;
   ServingCore core_;  // engine thread only, but for its const checks
+  std::function<void(const StepPlan&)> plan_observer_;
   std::unordered_map<uint64_t, std::unique_ptr<Request>> requests_;  // engine thread only
 
   mutable std::mutex mutex_;
