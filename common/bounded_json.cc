@@ -1,5 +1,6 @@
 #include "common/bounded_json.h"
 
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -38,19 +39,20 @@ Status CheckJsonDepth(std::string_view text, std::string_view what) {
 }
 
 Result<std::string> ReadTextFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary | std::ios::ate);
+  std::ifstream in(path, std::ios::binary);
   if (!in) return NotFound(path + ": cannot open");
-  // One allocation of the file's size and one read: a stream buffer grows by copying, which for a
-  // 9 MB tokenizer.json cost more than parsing it.
-  const std::streamoff size = in.tellg();
+  // A regular file in one allocation of its size and one read: a stream buffer grows by copying,
+  // which for a 9 MB tokenizer.json cost more than parsing it. Anything else (a pipe, a process
+  // substitution) and whatever a growing file has left are read as a stream.
   std::string text;
-  if (size > 0) {
+  std::error_code error;
+  const uintmax_t size = std::filesystem::is_regular_file(path, error) ? std::filesystem::file_size(path, error) : 0;
+  if (!error && size > 0) {
     text.resize(static_cast<size_t>(size));
-    in.seekg(0);
-    in.read(text.data(), size);
+    in.read(text.data(), static_cast<std::streamsize>(size));
     text.resize(static_cast<size_t>(in.gcount()));
   }
-  std::ostringstream rest;  // whatever a growing file (or one without a size, like a pipe) has left
+  std::ostringstream rest;
   if (in) rest << in.rdbuf();
   if (in.bad()) return DataLoss(path + ": read error");
   text += rest.str();

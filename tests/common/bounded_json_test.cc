@@ -1,8 +1,10 @@
 #include "common/bounded_json.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <string>
+#include <thread>
 
 #include "tests/test_util.h"
 
@@ -56,6 +58,22 @@ TEST(BoundedJson, FilesAreReadWholeAndCheckedTheSameWay) {
   const auto ok = ReadJsonFile<nlohmann::ordered_json>(dir.file("ok.json"));
   ASSERT_TRUE(ok.ok());
   EXPECT_EQ((*ok)["hidden_size"], 64);
+}
+
+// A regular file is read in one call of its size; a pipe (a process substitution such as
+// `--model <(...)`) has no size and is read as a stream, whole.
+TEST(BoundedJson, PipesAreReadWholeLikeFiles) {
+  testing::TempDir dir;
+  const std::string fifo = dir.file("pipe");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  const std::string payload(200000, 'x');
+  std::thread writer([&] { testing::WriteFile(fifo, payload); });
+  auto read = ReadTextFile(fifo);
+  writer.join();
+  ASSERT_TRUE(read.ok()) << read.status().ToString();
+  EXPECT_EQ(*read, payload);
+  testing::WriteFile(dir.file("regular"), payload + "y");
+  EXPECT_EQ(ReadTextFile(dir.file("regular")).value(), payload + "y");
 }
 
 TEST(BoundedJson, ErrorsDescribeContainersByTypeAndCutLongScalars) {
