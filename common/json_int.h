@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include <limits>
+#include <optional>
 #include <stdexcept>
 #include <string>
 
@@ -13,8 +14,9 @@
 
 namespace tpserve {
 
+// `value` as an `Int` when it is an integer that fits, else nullopt.
 template <typename Int>
-Int JsonInt(const nlohmann::json& value, const std::string& what) {
+std::optional<Int> JsonIntIfFits(const nlohmann::json& value) {
   if (value.is_number_unsigned()) {
     const auto v = value.get<uint64_t>();
     if (v <= static_cast<uint64_t>(std::numeric_limits<Int>::max())) return static_cast<Int>(v);
@@ -25,9 +27,21 @@ Int JsonInt(const nlohmann::json& value, const std::string& what) {
       return static_cast<Int>(v);
     }
   }
-  throw std::out_of_range(what + ": " + DescribeJsonForError(value) + " is not an integer in [" +
-                          std::to_string(std::numeric_limits<Int>::min()) + ", " +
-                          std::to_string(std::numeric_limits<Int>::max()) + "]");
+  return std::nullopt;
+}
+
+// "<what>: <value> is not an integer in [min, max]".
+template <typename Int>
+std::string JsonIntError(const nlohmann::json& value, const std::string& what) {
+  return what + ": " + DescribeJsonForError(value) + " is not an integer in [" +
+         std::to_string(std::numeric_limits<Int>::min()) + ", " +
+         std::to_string(std::numeric_limits<Int>::max()) + "]";
+}
+
+template <typename Int>
+Int JsonInt(const nlohmann::json& value, const std::string& what) {
+  if (const std::optional<Int> v = JsonIntIfFits<Int>(value)) return *v;
+  throw std::out_of_range(JsonIntError<Int>(value, what));
 }
 
 }  // namespace tpserve

@@ -1,9 +1,10 @@
 #include "text/tokenizer/tokenizer_json.h"
 
 #include <algorithm>
-#include <limits>
+#include <optional>
 
 #include "common/bounded_json.h"
+#include "common/json_int.h"
 
 namespace tpserve {
 namespace {
@@ -131,20 +132,10 @@ class TokenizerJsonReader {
   }
 
   bool VocabId(const json& value) {
-    constexpr int64_t kMin = std::numeric_limits<int32_t>::min(),
-                      kMax = std::numeric_limits<int32_t>::max();
-    const bool fits =
-        (value.is_number_unsigned() && value.get<uint64_t>() <= static_cast<uint64_t>(kMax)) ||
-        (value.is_number_integer() && !value.is_number_unsigned() && value.get<int64_t>() >= kMin &&
-         value.get<int64_t>() <= kMax);
-    if (!fits) {
-      return Fail("model.vocab[\"" + key_ + "\"]: " + DescribeJsonForError(value) +
-                  " is not an integer in [" + std::to_string(kMin) + ", " + std::to_string(kMax) +
-                  "]");
-    }
-    const auto id = static_cast<int32_t>(value.get<int64_t>());
-    out_->vocab.insert_or_assign(std::move(key_), id);
-    out_->max_vocab_id = std::max(out_->max_vocab_id, id);
+    const std::optional<int32_t> id = JsonIntIfFits<int32_t>(value);
+    if (!id) return Fail(JsonIntError<int32_t>(value, "model.vocab[\"" + key_ + "\"]"));
+    out_->vocab.insert_or_assign(std::move(key_), *id);
+    out_->max_vocab_id = std::max(out_->max_vocab_id, *id);
     return true;
   }
 
