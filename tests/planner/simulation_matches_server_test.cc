@@ -13,20 +13,12 @@
 #include "planner/serving_simulation.h"
 #include "server/engine_loop.h"
 #include "tests/engine/engine_test_util.h"
+#include "tests/server/counting_sink.h"
 
 namespace tpserve {
 namespace {
 
-class CountingSink final : public GenerationSink {
- public:
-  explicit CountingSink(std::atomic<int>* ended) : ended_(ended) {}
-  void OnDelta(std::string, std::vector<SampledToken>) override {}
-  void OnFinish(FinishReason, int, int, const RequestTiming&) override { ++*ended_; }
-  void OnError(Status) override { ++*ended_; }
-
- private:
-  std::atomic<int>* ended_;
-};
+using testing::CountingSink;
 
 // A plan as (sequence, start, tokens fed, samples) rows.
 using Row = std::tuple<int64_t, int32_t, size_t, bool>;

@@ -8,20 +8,12 @@
 #include <thread>
 
 #include "tests/engine/engine_test_util.h"
+#include "tests/server/counting_sink.h"
 
 namespace tpserve {
 namespace {
 
-class CountingSink final : public GenerationSink {
- public:
-  explicit CountingSink(std::atomic<int>* ended) : ended_(ended) {}
-  void OnDelta(std::string, std::vector<SampledToken>) override {}
-  void OnFinish(FinishReason, int, int, const RequestTiming&) override { ++*ended_; }
-  void OnError(Status) override { ++*ended_; }
-
- private:
-  std::atomic<int>* ended_;
-};
+using testing::CountingSink;
 
 ServeRequest SmallRequest(std::atomic<int>* ended) {
   ServeRequest r;
