@@ -118,8 +118,7 @@ int main(int argc, char** argv) {
   }
 
   // The pre-tokenizer regex of the tokenizer under test (first Split pattern in the file).
-  std::ifstream in(tokenizer_path);
-  const nlohmann::json root = nlohmann::json::parse(in);
+  const nlohmann::json root = nlohmann::json::parse(*file_text);
   std::string pattern;
   for (const auto& step : root["pre_tokenizer"].value("pretokenizers", nlohmann::json::array())) {
     if (step.value("type", "") == "Split") {
