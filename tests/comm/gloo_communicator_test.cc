@@ -18,7 +18,7 @@ namespace {
 
 using ::testing::HasSubstr;
 
-constexpr char kSecret[] = "gloo-test-secret-0123456789";
+constexpr char kGlooSecret[] = "gloo-test-secret-0123456789";
 
 std::vector<float> Inputs(int rank, size_t count) {
   std::mt19937 rng(100 + rank);
@@ -31,12 +31,12 @@ std::vector<float> Inputs(int rank, size_t count) {
 // Runs fn(rank, comm) on `world` threads, each with its own Gloo communicator.
 template <typename Fn>
 void OnGlooRanks(int world, const std::string& prefix, Fn&& fn) {
-  auto server = RendezvousServer::Start("127.0.0.1", 0, world, kSecret);
+  auto server = RendezvousServer::Start("127.0.0.1", 0, world, kGlooSecret);
   ASSERT_TRUE(server.ok()) << server.status().ToString();
   std::vector<std::thread> threads;
   for (int r = 0; r < world; ++r) {
     threads.emplace_back([&, r] {
-      auto store = RendezvousClient::Connect("127.0.0.1", (*server)->port(), r, kSecret, std::chrono::seconds(20));
+      auto store = RendezvousClient::Connect("127.0.0.1", (*server)->port(), r, kGlooSecret, std::chrono::seconds(20));
       ASSERT_TRUE(store.ok()) << store.status().ToString();
       auto comm = GlooCommunicator::Connect(**store, r, world, {.prefix = prefix});
       ASSERT_TRUE(comm.ok()) << comm.status().ToString();
@@ -104,9 +104,9 @@ TEST(GlooCommunicator, EveryCollectiveEqualsTheInProcessOneBitwise) {
 }
 
 TEST(GlooCommunicator, AMemberThatNeverComesIsATimelyError) {
-  auto server = RendezvousServer::Start("127.0.0.1", 0, 2, kSecret);
+  auto server = RendezvousServer::Start("127.0.0.1", 0, 2, kGlooSecret);
   ASSERT_TRUE(server.ok());
-  auto store = RendezvousClient::Connect("127.0.0.1", (*server)->port(), 0, kSecret, std::chrono::milliseconds(800));
+  auto store = RendezvousClient::Connect("127.0.0.1", (*server)->port(), 0, kGlooSecret, std::chrono::milliseconds(800));
   ASSERT_TRUE(store.ok());
   const auto start = std::chrono::steady_clock::now();
   auto comm = GlooCommunicator::Connect(**store, 0, 2, {.prefix = "lonely", .timeout = std::chrono::milliseconds(800)});
@@ -148,10 +148,10 @@ class SlowToReadStore : public gloo::rendezvous::Store {
 // addresses (Gloo compares them), so both orders run: in one of them rank 0 is the connecting side.
 TEST(GlooCommunicator, ConnectReturnsOnNoRankBeforeASlowPeerHasConnected) {
   for (const auto& [address0, address1] : {std::pair{"127.0.0.2", "127.0.0.1"}, std::pair{"127.0.0.1", "127.0.0.2"}}) {
-    auto server = RendezvousServer::Start("127.0.0.1", 0, 2, kSecret);
+    auto server = RendezvousServer::Start("127.0.0.1", 0, 2, kGlooSecret);
     ASSERT_TRUE(server.ok()) << server.status().ToString();
-    auto store0 = RendezvousClient::Connect("127.0.0.1", (*server)->port(), 0, kSecret, std::chrono::seconds(20));
-    auto store1 = RendezvousClient::Connect("127.0.0.1", (*server)->port(), 1, kSecret, std::chrono::seconds(20));
+    auto store0 = RendezvousClient::Connect("127.0.0.1", (*server)->port(), 0, kGlooSecret, std::chrono::seconds(20));
+    auto store1 = RendezvousClient::Connect("127.0.0.1", (*server)->port(), 1, kGlooSecret, std::chrono::seconds(20));
     ASSERT_TRUE(store0.ok() && store1.ok());
     SlowToReadStore slow1(**store1, "slow/0", std::chrono::milliseconds(300));  // rank 1 reads rank 0's address late
     bool slow_peer_had_read = false;
@@ -168,14 +168,14 @@ TEST(GlooCommunicator, ConnectReturnsOnNoRankBeforeASlowPeerHasConnected) {
 }
 
 TEST(Rendezvous, NoLeaderIsAnErrorNamingTheAddressAndGetsWaitForSets) {
-  auto none = RendezvousClient::Connect("127.0.0.1", 1, 0, kSecret, std::chrono::milliseconds(200));
+  auto none = RendezvousClient::Connect("127.0.0.1", 1, 0, kGlooSecret, std::chrono::milliseconds(200));
   ASSERT_FALSE(none.ok());
   EXPECT_THAT(none.status().message(), HasSubstr("no leader at 127.0.0.1:1"));
 
-  auto server = RendezvousServer::Start("127.0.0.1", 0, 2, kSecret);
+  auto server = RendezvousServer::Start("127.0.0.1", 0, 2, kGlooSecret);
   ASSERT_TRUE(server.ok());
-  auto a = RendezvousClient::Connect("127.0.0.1", (*server)->port(), 1, kSecret, std::chrono::seconds(5));
-  auto b = RendezvousClient::Connect("127.0.0.1", (*server)->port(), 0, kSecret, std::chrono::seconds(5));
+  auto a = RendezvousClient::Connect("127.0.0.1", (*server)->port(), 1, kGlooSecret, std::chrono::seconds(5));
+  auto b = RendezvousClient::Connect("127.0.0.1", (*server)->port(), 0, kGlooSecret, std::chrono::seconds(5));
   ASSERT_TRUE(a.ok() && b.ok());
   std::thread later([&] {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));

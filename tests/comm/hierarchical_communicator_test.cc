@@ -9,17 +9,12 @@
 #include <thread>
 
 #include "comm/in_process_communicator.h"
+#include "tests/comm/rank_data.h"
 
 namespace tpserve {
 namespace {
 
-std::vector<float> RankData(int rank, size_t count, int call) {
-  std::mt19937 random(rank * 7919 + call * 104729 + static_cast<int>(count));
-  std::uniform_real_distribution<float> uniform(-1e3f, 1e3f);
-  std::vector<float> v(count);
-  for (auto& x : v) x = uniform(random);
-  return v;
-}
+using testing::RankData;
 
 // [global rank] communicators: `members` members of `local` ranks, the members joined in-process.
 std::vector<std::unique_ptr<Communicator>> MakeHierarchy(int members, int local) {

@@ -1,5 +1,6 @@
 // In-process collectives against naive loops, on more ranks than cores, on both AllReduce paths.
 #include "comm/in_process_communicator.h"
+#include "tests/comm/rank_data.h"
 
 #include <gtest/gtest.h>
 
@@ -23,13 +24,7 @@ void RunRanks(int world, Fn fn, InProcessCommunicator::Path path = InProcessComm
   for (auto& t : threads) t.join();
 }
 
-std::vector<float> RankData(int rank, size_t count, int call) {
-  std::mt19937 random(rank * 7919 + call * 104729 + static_cast<int>(count));
-  std::uniform_real_distribution<float> uniform(-1e3f, 1e3f);
-  std::vector<float> v(count);
-  for (auto& x : v) x = uniform(random);
-  return v;
-}
+using testing::RankData;
 
 class AllReduceTest : public ::testing::TestWithParam<int> {};
 

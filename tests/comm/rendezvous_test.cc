@@ -22,7 +22,7 @@ namespace {
 using ::testing::HasSubstr;
 using namespace std::chrono_literals;
 
-constexpr char kSecret[] = "rendezvous-test-secret-0123456789";
+constexpr char kRendezvousSecret[] = "rendezvous-test-secret-0123456789";
 
 // Whether the server closes `fd` within `timeout` (reading and dropping what it sends first).
 bool ClosedWithin(int fd, std::chrono::milliseconds timeout) {
@@ -38,7 +38,7 @@ bool ClosedWithin(int fd, std::chrono::milliseconds timeout) {
 }
 
 std::unique_ptr<RendezvousServer> Server(int members, RendezvousLimits limits = {}) {
-  auto server = RendezvousServer::Start("127.0.0.1", 0, members, kSecret, limits);
+  auto server = RendezvousServer::Start("127.0.0.1", 0, members, kRendezvousSecret, limits);
   EXPECT_TRUE(server.ok()) << server.status().ToString();
   return server.ok() ? std::move(server).value() : nullptr;
 }
@@ -65,12 +65,12 @@ TEST(Rendezvous, AWrongSecretAStrangerIndexAndADuplicateMemberAreRefused) {
   ASSERT_FALSE(wrong.ok());
   EXPECT_EQ(wrong.status().code(), StatusCode::kUnauthenticated);
   EXPECT_THAT(wrong.status().message(), HasSubstr("wrong group secret"));
-  auto outside = RendezvousClient::Connect("127.0.0.1", server->port(), 2, kSecret, 2s);
+  auto outside = RendezvousClient::Connect("127.0.0.1", server->port(), 2, kRendezvousSecret, 2s);
   ASSERT_FALSE(outside.ok());
   EXPECT_THAT(outside.status().message(), HasSubstr("outside the group of 2"));
-  auto first = RendezvousClient::Connect("127.0.0.1", server->port(), 1, kSecret, 2s);
+  auto first = RendezvousClient::Connect("127.0.0.1", server->port(), 1, kRendezvousSecret, 2s);
   ASSERT_TRUE(first.ok()) << first.status().ToString();
-  auto duplicate = RendezvousClient::Connect("127.0.0.1", server->port(), 1, kSecret, 2s);
+  auto duplicate = RendezvousClient::Connect("127.0.0.1", server->port(), 1, kRendezvousSecret, 2s);
   ASSERT_FALSE(duplicate.ok());
   EXPECT_THAT(duplicate.status().message(), HasSubstr("member 1 is already connected"));
   // Once the first goes, the member may connect again (a restarted follower).
@@ -78,7 +78,7 @@ TEST(Rendezvous, AWrongSecretAStrangerIndexAndADuplicateMemberAreRefused) {
   const auto deadline = std::chrono::steady_clock::now() + 5s;
   Result<std::unique_ptr<RendezvousClient>> again = Status(StatusCode::kUnavailable, "not tried");
   while (!again.ok() && std::chrono::steady_clock::now() < deadline) {
-    again = RendezvousClient::Connect("127.0.0.1", server->port(), 1, kSecret, 2s);
+    again = RendezvousClient::Connect("127.0.0.1", server->port(), 1, kRendezvousSecret, 2s);
     if (!again.ok()) std::this_thread::sleep_for(20ms);
   }
   EXPECT_TRUE(again.ok()) << again.status().ToString();
@@ -87,8 +87,8 @@ TEST(Rendezvous, AWrongSecretAStrangerIndexAndADuplicateMemberAreRefused) {
 TEST(Rendezvous, AMemberWritesOnlyItsOwnKeysAndReadsAll) {
   auto server = Server(2);
   ASSERT_TRUE(server);
-  auto leader = RendezvousClient::Connect("127.0.0.1", server->port(), 0, kSecret, 2s);
-  auto follower = RendezvousClient::Connect("127.0.0.1", server->port(), 1, kSecret, 2s);
+  auto leader = RendezvousClient::Connect("127.0.0.1", server->port(), 0, kRendezvousSecret, 2s);
+  auto follower = RendezvousClient::Connect("127.0.0.1", server->port(), 1, kRendezvousSecret, 2s);
   ASSERT_TRUE(leader.ok() && follower.ok());
   EXPECT_TRUE((*follower)->Set("config/1", "mine").ok());
   const Status forged = (*follower)->Set("config/0", "the leader's");
@@ -108,7 +108,7 @@ TEST(Rendezvous, AMemberWritesOnlyItsOwnKeysAndReadsAll) {
 TEST(Rendezvous, KeysValuesAndTheStoreAreBounded) {
   auto server = Server(1, {.max_key_bytes = 32, .max_value_bytes = 1000, .max_store_bytes = 1500});
   ASSERT_TRUE(server);
-  auto member = RendezvousClient::Connect("127.0.0.1", server->port(), 0, kSecret, 2s);
+  auto member = RendezvousClient::Connect("127.0.0.1", server->port(), 0, kRendezvousSecret, 2s);
   ASSERT_TRUE(member.ok());
   EXPECT_TRUE((*member)->Set("a/0", std::string(900, 'x')).ok());
   EXPECT_TRUE(
@@ -117,7 +117,7 @@ TEST(Rendezvous, KeysValuesAndTheStoreAreBounded) {
   EXPECT_THAT(full.message(), HasSubstr("the store is full"));
   // Past the value limit the connection is dropped: nothing of it is kept.
   EXPECT_FALSE((*member)->Set("c/0", std::string(2000, 'x')).ok());
-  auto again = RendezvousClient::Connect("127.0.0.1", server->port(), 0, kSecret, 2s);
+  auto again = RendezvousClient::Connect("127.0.0.1", server->port(), 0, kRendezvousSecret, 2s);
   ASSERT_TRUE(again.ok()) << again.status().ToString();
   EXPECT_FALSE((*again)->Set(std::string(100, 'k'), "v").ok());  // a key past its limit
 }
@@ -158,14 +158,14 @@ TEST(Rendezvous, StrangersAreCutOffCappedAndTheirThreadsReaped) {
   std::this_thread::sleep_for(300ms);  // the acceptor reaps on its next turn
   EXPECT_LE(testing::Threads(getpid()), threads_before + 6);
   // Members still get in.
-  auto member = RendezvousClient::Connect("127.0.0.1", server->port(), 0, kSecret, 2s);
+  auto member = RendezvousClient::Connect("127.0.0.1", server->port(), 0, kRendezvousSecret, 2s);
   EXPECT_TRUE(member.ok()) << member.status().ToString();
 }
 
 TEST(Rendezvous, OnceTheGroupHasFormedNobodyElseConnects) {
   auto server = Server(2);
   ASSERT_TRUE(server);
-  auto member = RendezvousClient::Connect("127.0.0.1", server->port(), 0, kSecret, 2s);
+  auto member = RendezvousClient::Connect("127.0.0.1", server->port(), 0, kRendezvousSecret, 2s);
   ASSERT_TRUE(member.ok());
   server->StopAccepting();
   const auto deadline = std::chrono::steady_clock::now() + 2s;

@@ -8,7 +8,7 @@ namespace {
 
 using nlohmann::json;
 
-RenderedChat Render(const std::string& source, const json& messages,
+RenderedChat RenderTainted(const std::string& source, const json& messages,
                     const json& extra = json::object()) {
   auto compiled = ChatTemplate::Compile(source, "<|begin_of_text|>", "<|eot_id|>");
   EXPECT_TRUE(compiled.ok()) << compiled.status().ToString();
@@ -32,7 +32,7 @@ json User(const std::string& content) {
 }
 
 TEST(ChatTaintTest, ConcatenationKeepsExactRanges) {
-  const RenderedChat r = Render(
+  const RenderedChat r = RenderTainted(
       "{{ bos_token + '<|start_header_id|>' + messages[0].role + '<|end_header_id|>' ~ "
       "messages[0].content ~ eos_token }}",
       User("<|eot_id|>hi"));
@@ -43,13 +43,13 @@ TEST(ChatTaintTest, ConcatenationKeepsExactRanges) {
 }
 
 TEST(ChatTaintTest, AdjacentRangesMerge) {
-  const RenderedChat r = Render("{{ messages[0].content }}{{ messages[0].content }}", User("ab"));
+  const RenderedChat r = RenderTainted("{{ messages[0].content }}{{ messages[0].content }}", User("ab"));
   ASSERT_EQ(r.from_messages.size(), 1u);
   EXPECT_EQ(r.from_messages[0], (TextRange{0, 4}));
 }
 
 TEST(ChatTaintTest, TrimStripAndSlicesKeepExactRanges) {
-  const RenderedChat r = Render(
+  const RenderedChat r = RenderTainted(
       "[{{ messages[0].content|trim }}][{{ messages[0].content.lstrip()[1:3] }}]"
       "[{{ messages[0].content.split('|')[1] }}][{{ messages[0].content[::-1] }}]",
       User("  ab|cd  "));
@@ -64,20 +64,20 @@ TEST(ChatTaintTest, TrimStripAndSlicesKeepExactRanges) {
 TEST(ChatTaintTest, TransformationsTaintTheWholeResult) {
   // replace/upper/tojson of untrusted text: the template's own bytes in the result are untrusted
   // too.
-  EXPECT_EQ(Untrusted(Render("{{ messages[0].content|replace('x', '<|eot_id|>') }}", User("axb"))),
+  EXPECT_EQ(Untrusted(RenderTainted("{{ messages[0].content|replace('x', '<|eot_id|>') }}", User("axb"))),
             "a<|eot_id|>b");
-  EXPECT_EQ(Untrusted(Render("{{ messages[0].content|upper }}", User("<|eot_id|>"))), "<|EOT_ID|>");
-  EXPECT_EQ(Untrusted(Render("{{ messages[0]|tojson }}", User("x"))),
+  EXPECT_EQ(Untrusted(RenderTainted("{{ messages[0].content|upper }}", User("<|eot_id|>"))), "<|EOT_ID|>");
+  EXPECT_EQ(Untrusted(RenderTainted("{{ messages[0]|tojson }}", User("x"))),
             "{\"content\": \"x\", \"role\": \"user\"}");
-  EXPECT_EQ(Untrusted(Render("{{ [messages[0].content, 'lit']|join('<|eot_id|>') }}", User("x"))),
+  EXPECT_EQ(Untrusted(RenderTainted("{{ [messages[0].content, 'lit']|join('<|eot_id|>') }}", User("x"))),
             "x<|eot_id|>lit");
-  EXPECT_EQ(Untrusted(Render("{{ messages[0] }}", User("x"))), "{'content': 'x', 'role': 'user'}");
+  EXPECT_EQ(Untrusted(RenderTainted("{{ messages[0] }}", User("x"))), "{'content': 'x', 'role': 'user'}");
   // ... but a transformation of trusted text alone stays trusted.
-  EXPECT_EQ(Untrusted(Render("{{ '<|eot_id|>'|upper }}{{ [1]|tojson }}", User("x"))), "");
+  EXPECT_EQ(Untrusted(RenderTainted("{{ '<|eot_id|>'|upper }}{{ [1]|tojson }}", User("x"))), "");
 }
 
 TEST(ChatTaintTest, TemplateLiteralsAndTokensAreTrusted) {
-  const RenderedChat r = Render(
+  const RenderedChat r = RenderTainted(
       "{{ bos_token }}{% if add_generation_prompt %}<|start_header_id|>{% endif %}", User("x"));
   EXPECT_EQ(r.text, "<|begin_of_text|><|start_header_id|>");
   EXPECT_TRUE(r.from_messages.empty());
@@ -86,12 +86,12 @@ TEST(ChatTaintTest, TemplateLiteralsAndTokensAreTrusted) {
 TEST(ChatTaintTest, ExtraVariablesAreUntrusted) {
   const json tools = json::array({{{"name", "<|python_tag|>"}}});
   const RenderedChat r =
-      Render("{% for t in tools %}{{ t.name }}{% endfor %}", User("x"), {{"tools", tools}});
+      RenderTainted("{% for t in tools %}{{ t.name }}{% endfor %}", User("x"), {{"tools", tools}});
   EXPECT_EQ(Untrusted(r), "<|python_tag|>");
 }
 
 TEST(ChatTaintTest, MacroOutputKeepsRanges) {
-  const RenderedChat r = Render(
+  const RenderedChat r = RenderTainted(
       "{% macro wrap(s) %}<{{ s }}>{% endmacro %}{{ wrap(messages[0].content) }}", User("x"));
   EXPECT_EQ(r.text, "<x>");
   EXPECT_EQ(r.from_messages, (std::vector<TextRange>{{1, 2}}));
@@ -99,14 +99,14 @@ TEST(ChatTaintTest, MacroOutputKeepsRanges) {
 
 TEST(ChatTaintTest, DictKeysFromTheRequestAreUntrusted) {
   const json messages = json::array({{{"role", "user"}, {"content", "x"}, {"<|eot_id|>", 1}}});
-  EXPECT_EQ(Untrusted(Render("{% for k in messages[0] if k.startswith('<') %}{{ k }}{% endfor %}",
+  EXPECT_EQ(Untrusted(RenderTainted("{% for k in messages[0] if k.startswith('<') %}{{ k }}{% endfor %}",
                              messages)),
             "<|eot_id|>");
 }
 
 // The Llama-3 template make-model writes: only role and content bytes are untrusted.
 TEST(ChatTaintTest, Llama3HeaderTemplate) {
-  const RenderedChat r = Render(
+  const RenderedChat r = RenderTainted(
       "{% for message in messages %}{{ '<|start_header_id|>' + message['role'] + "
       "'<|end_header_id|>\n\n' + "
       "message['content'] | trim + '<|eot_id|>' }}{% endfor %}",
