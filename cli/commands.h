@@ -4,11 +4,16 @@
 
 #include <CLI/CLI.hpp>
 #include <functional>
+#include <optional>
 #include <string>
 
+#include "clients/workload.h"
 #include "common/status.h"
 #include "kernels/cpu/linear.h"
 #include "engine/engine.h"
+#include "engine/step/serving_core.h"
+#include "model/model_directory.h"
+#include "planner/hardware_profile.h"
 
 namespace tpserve {
 
@@ -22,6 +27,19 @@ void AddGenerateCommand(CLI::App& app, CommandAction* action);
 void AddBenchDecodeCommand(CLI::App& app, CommandAction* action);
 void AddBenchCommCommand(CLI::App& app, CommandAction* action);
 void AddPlanCommand(CLI::App& app, CommandAction* action);
+// `plan simulate`, under `plan`.
+void AddPlanSimulateCommand(CLI::App* plan, CommandAction* action);
+
+// What `plan` and `plan simulate` predict for: the model's shape, the machine, and the bytes per KV
+// cache and AllReduce element (--activation-dtype; default f32 on a cpu profile, tpserve's CPU
+// path, bf16 on GPUs). Logs "<command>: ..." and returns nullopt when the model or machine is bad.
+struct PlanTarget {
+  ModelConfig shape;
+  planner::HardwareProfile profile;
+  int activation_bytes = 2;
+};
+std::optional<PlanTarget> ResolvePlanTarget(const char* command, const ModelSource& model, const std::string& hardware,
+                                            const std::string& activation_dtype);
 #if defined(TPSERVE_WITH_GRPC)
 void AddServeCommand(CLI::App& app, CommandAction* action);
 void AddClientCommand(CLI::App& app, CommandAction* action);
@@ -31,6 +49,14 @@ void AddLoadgenCommand(CLI::App& app, CommandAction* action);
 
 // --device, --tp, --threads, --block-size, --kv-cache-mb, --kv-cache-blocks, --linear-kernel
 void AddEngineFlags(CLI::App* cmd, EngineOptions* engine);
+
+// loadgen's workload flags: --concurrency, --rate (a list), --burstiness, --requests,
+// --prompt-tokens, --output-tokens, --dataset, --seed, --slo-ttft-ms, --slo-tpot-ms.
+void AddWorkloadFlags(CLI::App* cmd, WorkloadOptions* workload);
+
+// serve's scheduler flags: --max-model-len, --max-batch-size, --max-wait-us, --max-batched-tokens,
+// --max-queue.
+void AddSchedulerFlags(CLI::App* cmd, ServingOptions* serving);
 
 // --model and the dummy-weights flags (--load-format, --num-layers, --tokenizer, --weights-seed).
 void AddModelFlags(CLI::App* cmd, ModelSource* model);

@@ -26,24 +26,13 @@ struct PlanCommandOptions {
 };
 
 int RunPlanCommand(PlanCommandOptions& o) {
-  auto shape = ResolveModelShape(o.model);
-  if (!shape.ok()) {
-    spdlog::error("plan: --model: {}", shape.status().message());
-    return 1;
-  }
-  auto profile = planner::LoadHardwareProfile(o.hardware);
-  if (!profile.ok()) {
-    spdlog::error("plan: {}", profile.status().message());
-    return 1;
-  }
-  const std::string activations =
-      !o.activation_dtype.empty() ? o.activation_dtype : profile->device_kind == "cpu" ? "f32" : "bf16";
-  const int activation_bytes = activations == "f32" ? 4 : 2;
-  o.plan.engine.kv_bytes = activation_bytes;
-  o.plan.engine.allreduce_bytes = activation_bytes;
+  const std::optional<PlanTarget> target = ResolvePlanTarget("plan", o.model, o.hardware, o.activation_dtype);
+  if (!target) return 1;
+  o.plan.engine.kv_bytes = target->activation_bytes;
+  o.plan.engine.allreduce_bytes = target->activation_bytes;
   o.plan.weight_bytes = o.dtype == "fp8" ? 1 : 2;
   if (o.slo_tpot_ms > 0) o.plan.slo_tpot_ms = o.slo_tpot_ms;
-  auto report = planner::RunPlan(*shape, o.model.model, *profile, o.plan);
+  auto report = planner::RunPlan(target->shape, o.model.model, target->profile, o.plan);
   if (!report.ok()) {
     spdlog::error("plan: {}", report.status().message());
     return 1;
@@ -77,6 +66,23 @@ std::string Today() {
 }
 
 }  // namespace
+
+std::optional<PlanTarget> ResolvePlanTarget(const char* command, const ModelSource& model, const std::string& hardware,
+                                            const std::string& activation_dtype) {
+  auto shape = ResolveModelShape(model);
+  if (!shape.ok()) {
+    spdlog::error("{}: --model: {}", command, shape.status().message());
+    return std::nullopt;
+  }
+  auto profile = planner::LoadHardwareProfile(hardware);
+  if (!profile.ok()) {
+    spdlog::error("{}: {}", command, profile.status().message());
+    return std::nullopt;
+  }
+  const std::string activations =
+      !activation_dtype.empty() ? activation_dtype : profile->device_kind == "cpu" ? "f32" : "bf16";
+  return PlanTarget{*std::move(shape), *std::move(profile), activations == "f32" ? 4 : 2};
+}
 
 void AddPlanCommand(CLI::App& app, CommandAction* action) {
   auto o = std::make_shared<PlanCommandOptions>();
@@ -130,10 +136,11 @@ void AddPlanCommand(CLI::App& app, CommandAction* action) {
     calibrate->date = Today();
     *action = [calibrate, out_path] { return RunCalibrateCommand(*calibrate, *out_path); };
   });
+  AddPlanSimulateCommand(cmd, action);
   cmd->callback([cmd, cal, o, action] {
-    if (cmd->got_subcommand(cal)) return;
+    if (cmd->got_subcommand(cal) || cmd->got_subcommand("simulate")) return;
     if (o->model.model.empty() || o->hardware.empty()) {
-      throw CLI::ValidationError("plan", "needs --model and --hardware (or the calibrate subcommand)");
+      throw CLI::ValidationError("plan", "needs --model and --hardware (or the calibrate or simulate subcommand)");
     }
     *action = [o] { return RunPlanCommand(*o); };
   });

@@ -413,18 +413,7 @@ void AddServeCommand(CLI::App& app, CommandAction* action) {
       ->check(CLI::Range(1, 3600))
       ->capture_default_str();
   AddEngineFlags(cmd, &options->engine);
-  cmd->add_option("--max-model-len", options->loop.max_model_len,
-                  "Prompt + max_tokens limit (0: the model's max_position_embeddings)")->capture_default_str();
-  cmd->add_option("--max-batch-size", options->loop.scheduler.max_batch_size, "Running sequences")
-      ->check(CLI::PositiveNumber)->capture_default_str();
-  cmd->add_option("--max-wait-us", options->loop.max_wait_us,
-                  "How long an idle engine waits for more requests before a partial batch")
-      ->capture_default_str();
-  cmd->add_option("--max-batched-tokens", options->loop.scheduler.max_batched_tokens,
-                  "Token budget per step (prompts are prefilled in chunks)")
-      ->check(CLI::PositiveNumber)->capture_default_str();
-  cmd->add_option("--max-queue", options->loop.max_queue, "Waiting requests before RESOURCE_EXHAUSTED")
-      ->check(CLI::PositiveNumber)->capture_default_str();
+  AddSchedulerFlags(cmd, &options->loop);
   cmd->add_option("--max-request-bytes", options->max_request_bytes,
                   "Largest Generate request accepted (RESOURCE_EXHAUSTED beyond, counted in the metrics)")
       ->check(CLI::Range(size_t{64}, size_t{64} << 20))->capture_default_str();

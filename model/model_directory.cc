@@ -141,6 +141,11 @@ Result<ModelConfig> ResolveModelShape(const ModelSource& source) {
   return shape.config;
 }
 
+Result<std::string> ResolveTokenizerDir(const ModelSource& source) {
+  ASSIGN_OR_RETURN(DummyShape shape, ResolveDummyShape(source));
+  return shape.tokenizer_dir;
+}
+
 Result<ModelDirectory> OpenModel(const ModelSource& source) {
   if (source.load_format == "auto") return OpenModelDirectory(source.model);
   if (source.load_format == "dummy") return OpenDummyModel(source);

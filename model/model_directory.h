@@ -50,6 +50,10 @@ Result<ModelDirectory> OpenModel(const ModelSource& source);
 // vocabulary of source.tokenizer from source.assets_dir), with --num-layers applied. No weights.
 Result<ModelConfig> ResolveModelShape(const ModelSource& source);
 
+// The folder whose tokenizer.json goes with the source's shape: DIR's (or the config file's
+// folder's) when it has one, else the bundled source.tokenizer.
+Result<std::string> ResolveTokenizerDir(const ModelSource& source);
+
 // Just DIR/tokenizer.json (DIR may also name the file itself).
 Result<Tokenizer> LoadTokenizer(const std::string& dir_or_file);
 

@@ -28,6 +28,27 @@ Shard ShardFor(const ModelConfig& c, int tp) {
   return s;
 }
 
+// What one device holds (bytes): its weight shard, the KV cache per position of one sequence, and
+// the live activations (f32) of one row of a step: residual, normed, q/k/v, attention, gate/up,
+// logits. `budget` is what the profile lets them use.
+struct DeviceMemory {
+  double budget = 0, weights = 0, kv_per_position = 0, activations_per_row = 0;
+};
+
+DeviceMemory DeviceMemoryFor(const ModelConfig& c, const HardwareProfile& p, const EngineTraits& e, int tp,
+                             int weight_bytes) {
+  const Shard shard = ShardFor(c, tp);
+  const double layers = c.num_layers;
+  DeviceMemory m;
+  m.weights = (layers * shard.layer_params + shard.lm_head_params + shard.embed_params) * weight_bytes;
+  m.kv_per_position = layers * 2 * shard.kv_width * e.kv_bytes;
+  m.activations_per_row = 4.0 * (3 * c.hidden_size + (c.q_size() + 2 * shard.kv_width) / tp +
+                                 2.0 * c.intermediate_size / tp + std::ceil(static_cast<double>(c.vocab_size) / tp) * tp);
+  // CPU ranks share one memory.
+  m.budget = p.memory_gb * 1e9 * e.memory_utilization * (p.shared_memory_bandwidth ? 1.0 / tp : 1.0);
+  return m;
+}
+
 // A decode step: every sequence feeds one token, samples one, and attends to `context` positions.
 StepShape DecodeShape(const DecodePoint& point) {
   return {.tp = point.tp, .tokens = point.batch, .logit_rows = point.batch,
@@ -118,8 +139,7 @@ Result<DecodePrediction> PredictDecodeStep(const ModelConfig& c, const HardwareP
     return InvalidArgument("tp, batch and context must be at least 1");
   }
   ASSIGN_OR_RETURN(const StepTime time, PredictStepTime(c, p, e, DecodeShape(point)));
-  const Shard shard = ShardFor(c, point.tp);
-  const double batch = point.batch, layers = c.num_layers;
+  const double batch = point.batch;
   DecodePrediction out;
   out.point = point;
   out.compute_bound_gemm = time.compute_bound_gemm;
@@ -140,22 +160,25 @@ Result<DecodePrediction> PredictDecodeStep(const ModelConfig& c, const HardwareP
   out.comm_share = (out.allreduce_ms + out.logits_ms) / out.step_ms;
 
   // Memory per device.
-  const double weight_bytes = (layers * shard.layer_params + shard.lm_head_params + shard.embed_params) *
-                              point.weight_bytes;
-  const double kv_per_sequence = point.context * layers * 2 * shard.kv_width * e.kv_bytes;
-  // Live activations of one step (f32): residual, normed, q/k/v, attention, gate/up, logits.
-  const double activation_per_sequence =
-      4.0 * (3 * c.hidden_size + (c.q_size() + 2 * shard.kv_width) / point.tp + 2.0 * c.intermediate_size / point.tp +
-             std::ceil(static_cast<double>(c.vocab_size) / point.tp) * point.tp);
-  out.weights_gb = weight_bytes / 1e9;
+  const DeviceMemory memory = DeviceMemoryFor(c, p, e, point.tp, point.weight_bytes);
+  const double kv_per_sequence = point.context * memory.kv_per_position;
+  const double activation_per_sequence = memory.activations_per_row;
+  out.weights_gb = memory.weights / 1e9;
   out.kv_gb = batch * kv_per_sequence / 1e9;
   out.activations_gb = batch * activation_per_sequence / 1e9;
-  const double budget = p.memory_gb * 1e9 * e.memory_utilization * (p.shared_memory_bandwidth ? 1.0 / point.tp : 1.0);
-  out.fits = weight_bytes + batch * (kv_per_sequence + activation_per_sequence) <= budget;
-  out.max_batch = budget > weight_bytes
-                      ? static_cast<int>(std::floor((budget - weight_bytes) / (kv_per_sequence + activation_per_sequence)))
+  out.fits = memory.weights + batch * (kv_per_sequence + activation_per_sequence) <= memory.budget;
+  out.max_batch = memory.budget > memory.weights
+                      ? static_cast<int>(std::floor((memory.budget - memory.weights) /
+                                                    (kv_per_sequence + activation_per_sequence)))
                       : 0;
   return out;
+}
+
+double KvCapacityPositions(const ModelConfig& c, const HardwareProfile& p, const EngineTraits& e, int tp,
+                           int weight_bytes, int step_rows) {
+  const DeviceMemory m = DeviceMemoryFor(c, p, e, tp, weight_bytes);
+  const double left = m.budget - m.weights - step_rows * m.activations_per_row;
+  return left > 0 ? std::floor(left / m.kv_per_position) : 0;
 }
 
 }  // namespace tpserve::planner

@@ -1,6 +1,7 @@
 #include "planner/serving_simulation.h"
 
 #include <algorithm>
+#include <limits>
 
 namespace tpserve {
 namespace {
@@ -9,20 +10,29 @@ namespace {
 class Simulation {
  public:
   Simulation(const std::vector<SimulatedRequest>& requests, const ServingOptions& options,
-             int kv_blocks, const StepSeconds& step_seconds)
+             int kv_blocks, const StepSeconds& step_seconds, int concurrency)
       : requests_(requests),
         pool_(kv_blocks),
         core_(options, &pool_),
         step_seconds_(step_seconds),
-        state_(requests.size()) {
+        state_(requests.size()),
+        arrival_s_(requests.size()) {
     result_.records.resize(requests.size());
+    for (size_t i = 0; i < requests.size(); ++i) {
+      if (concurrency <= 0) {
+        arrival_s_[i] = requests[i].arrival_s;
+      } else {  // closed loop: the first `concurrency` at once, each later one when one ends
+        arrival_s_[i] = i < static_cast<size_t>(concurrency) ? 0 : kNotYet;
+      }
+    }
+    released_ = concurrency <= 0 ? requests.size() : std::min<size_t>(concurrency, requests.size());
   }
 
   SimulationResult Run() {
     while (true) {
       if (inbox_.empty() && core_.idle()) {
-        if (next_ == requests_.size()) break;
-        now_ = std::max(now_, requests_[next_].arrival_s);  // idle until the next arrival
+        if (next_ == requests_.size() || arrival_s_[next_] == kNotYet) break;
+        now_ = std::max(now_, arrival_s_[next_]);  // idle until the next arrival
       }
       ReceiveUntil(now_);
       if (inbox_.empty() && core_.idle()) continue;  // everything that arrived was refused
@@ -38,6 +48,8 @@ class Simulation {
   }
 
  private:
+  static constexpr double kNotYet = std::numeric_limits<double>::infinity();
+
   struct RequestState {
     bool started = false;  // has been in a step (until then it holds a queue slot)
     int generated = 0;
@@ -46,7 +58,12 @@ class Simulation {
 
   // Every request that has arrived by `t` is submitted: refused, or put in the inbox.
   void ReceiveUntil(double t) {
-    while (next_ < requests_.size() && requests_[next_].arrival_s <= t) Submit(next_++);
+    while (next_ < requests_.size() && arrival_s_[next_] <= t) Submit(next_++);
+  }
+
+  // Closed loop: a request ended (completed or refused), so its client sends the next one now.
+  void Ended() {
+    if (released_ < requests_.size()) arrival_s_[released_++] = now_;
   }
 
   void Submit(size_t index) {
@@ -55,6 +72,7 @@ class Simulation {
     if (admitted.ok()) admitted = core_.CheckQueue(queued_);
     if (!admitted.ok()) {
       result_.records[index].error_code = "RESOURCE_EXHAUSTED";
+      Ended();
       return;
     }
     inbox_.push_back(index);
@@ -65,8 +83,8 @@ class Simulation {
   void WaitForBatch() {
     const double deadline = now_ + core_.BatchWaitSeconds();
     while (!core_.BatchIsFull(static_cast<int>(inbox_.size())) && next_ < requests_.size() &&
-           requests_[next_].arrival_s <= deadline) {
-      now_ = std::max(now_, requests_[next_].arrival_s);
+           arrival_s_[next_] <= deadline) {
+      now_ = std::max(now_, arrival_s_[next_]);
       Submit(next_++);
     }
     if (!core_.BatchIsFull(static_cast<int>(inbox_.size()))) now_ = deadline;
@@ -108,7 +126,7 @@ class Simulation {
   void Token(size_t index) {
     RequestState& state = state_[index];
     RequestRecord& record = result_.records[index];
-    const double arrival = requests_[index].arrival_s;
+    const double arrival = arrival_s_[index];
     if (state.generated == 0) {
       record.ttft_s = now_ - arrival;
     } else {
@@ -121,6 +139,7 @@ class Simulation {
     record.e2e_s = now_ - arrival;
     record.output_tokens = state.generated;
     core_.Remove(index + 1);
+    Ended();
   }
 
   const std::vector<SimulatedRequest>& requests_;
@@ -128,6 +147,8 @@ class Simulation {
   ServingCore core_;
   const StepSeconds& step_seconds_;
   std::vector<RequestState> state_;
+  std::vector<double> arrival_s_;  // when each request is sent (kNotYet: closed loop, not yet)
+  size_t released_ = 0;            // requests whose arrival time is known
   SimulationResult result_;
   double now_ = 0;
   size_t next_ = 0;            // the next request to arrive
@@ -155,7 +176,7 @@ planner::StepShape ShapeOfStep(const StepPlan& plan, int tp, int weight_bytes) {
 
 Result<SimulationResult> SimulateServing(const std::vector<SimulatedRequest>& requests,
                                          const ServingOptions& options, int kv_blocks,
-                                         const StepSeconds& step_seconds) {
+                                         const StepSeconds& step_seconds, int concurrency) {
   if (kv_blocks < 1) return InvalidArgument("simulate: the KV cache needs at least one block");
   if (options.scheduler.block_size < 1 || options.scheduler.max_batch_size < 1 ||
       options.scheduler.max_batched_tokens < 1) {
@@ -167,12 +188,12 @@ Result<SimulationResult> SimulateServing(const std::vector<SimulatedRequest>& re
       return InvalidArgument("simulate: request " + std::to_string(i) +
                              " needs at least one prompt and one output token");
     }
-    if (i > 0 && requests[i].arrival_s < requests[i - 1].arrival_s) {
+    if (concurrency <= 0 && i > 0 && requests[i].arrival_s < requests[i - 1].arrival_s) {
       return InvalidArgument("simulate: request " + std::to_string(i) +
                              " arrives before the one before it");
     }
   }
-  return Simulation(requests, options, kv_blocks, step_seconds).Run();
+  return Simulation(requests, options, kv_blocks, step_seconds, concurrency).Run();
 }
 
 }  // namespace tpserve

@@ -49,9 +49,11 @@ planner::StepShape ShapeOfStep(const StepPlan& plan, int tp, int weight_bytes);
 // Runs `requests` through a server with `options` and a KV cache of `kv_blocks` blocks of
 // options.scheduler.block_size tokens. Refused requests (too long for the cache, queue full) are
 // records with ok = false and error_code RESOURCE_EXHAUSTED, as loadgen records them.
-// InvalidArgument for requests out of order or with lengths < 1.
+// `concurrency` > 0 is loadgen's closed loop: the requests' arrival_s are ignored, the first
+// `concurrency` are sent at 0 and each later one when an earlier one ends (completes or is
+// refused). InvalidArgument for open-loop requests out of order or lengths < 1.
 Result<SimulationResult> SimulateServing(const std::vector<SimulatedRequest>& requests,
                                          const ServingOptions& options, int kv_blocks,
-                                         const StepSeconds& step_seconds);
+                                         const StepSeconds& step_seconds, int concurrency = 0);
 
 }  // namespace tpserve

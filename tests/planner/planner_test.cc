@@ -7,17 +7,12 @@
 #include <nlohmann/json.hpp>
 
 #include "planner/plan.h"
+#include "tests/planner/preset_profile.h"
 
 namespace tpserve::planner {
 namespace {
 
 using ::testing::HasSubstr;
-
-HardwareProfile Preset(const std::string& name) {
-  auto profile = LoadHardwareProfile(name);
-  EXPECT_TRUE(profile.ok()) << profile.status().ToString();
-  return *profile;
-}
 
 TEST(Profiles, EveryPresetLoadsAndCitesItsSources) {
   const std::vector<std::string> names = HardwareProfileNames();

@@ -125,6 +125,42 @@ TEST(ServingSimulation, AStepsShapeCountsTokensSamplingRowsAndAttendedPositions)
   EXPECT_DOUBLE_EQ(shape.attention_positions, 100 + (1 + 2 + 3 + 4) + (5 + 6));
 }
 
+TEST(ServingSimulation, AClosedLoopSendsEachRequestWhenOneBeforeItEnds) {
+  // loadgen --concurrency 1: each request is sent when the one before it ends, whatever the
+  // arrival times say. Each takes a prefill step and two decode steps: 3 s.
+  const SimulatedRequest each{.arrival_s = 100, .prompt_tokens = 4, .output_tokens = 3};
+  auto one = SimulateServing({each, each, each}, Options(8, 512, 0), 64, EverySecond(), /*concurrency=*/1);
+  ASSERT_TRUE(one.ok()) << one.status().ToString();
+  for (const RequestRecord& r : one->records) {
+    EXPECT_TRUE(r.ok);
+    EXPECT_DOUBLE_EQ(r.ttft_s, 1);
+    EXPECT_DOUBLE_EQ(r.e2e_s, 3);
+  }
+  EXPECT_DOUBLE_EQ(one->duration_s, 9);
+  EXPECT_EQ(one->steps.size(), 9u);
+  // --concurrency 2: two at a time share every step; the third is sent when the first two end
+  // (together, at 3 s) and runs alone, so four requests take two rounds.
+  auto two = SimulateServing({each, each, each, each}, Options(8, 512, 0), 64, EverySecond(), 2);
+  ASSERT_TRUE(two.ok());
+  EXPECT_DOUBLE_EQ(two->duration_s, 6);
+  EXPECT_EQ(two->steps.size(), 6u);
+  for (const SimulatedStep& step : two->steps) EXPECT_EQ(step.sequences, 2);
+}
+
+TEST(ServingSimulation, AClosedLoopClientSendsItsNextRequestWhenOneIsRefused) {
+  // Two blocks of 4 positions: the second request (6 + 4 positions) is refused when it is sent,
+  // at 3 s, and the third is sent at once.
+  const SimulatedRequest fits{.prompt_tokens = 2, .output_tokens = 3};
+  const SimulatedRequest too_long{.prompt_tokens = 6, .output_tokens = 4};
+  auto result = SimulateServing({fits, too_long, fits}, Options(8, 512, 0), 2, EverySecond(), 1);
+  ASSERT_TRUE(result.ok()) << result.status().ToString();
+  EXPECT_TRUE(result->records[0].ok);
+  EXPECT_EQ(result->records[1].error_code, "RESOURCE_EXHAUSTED");
+  EXPECT_TRUE(result->records[2].ok);
+  EXPECT_DOUBLE_EQ(result->records[2].e2e_s, 3);
+  EXPECT_DOUBLE_EQ(result->duration_s, 6);
+}
+
 TEST(ServingSimulation, BadWorkloadsAreNamed) {
   auto zero = SimulateServing({{.arrival_s = 0, .prompt_tokens = 0, .output_tokens = 1}},
                               Options(8, 512, 0), 64, EverySecond());

@@ -1,0 +1,48 @@
+// The flag sets two commands share, registered once so that they stay the same: loadgen's
+// workload flags (loadgen and plan simulate) and the serving loop's scheduler flags (serve and
+// plan simulate).
+#include "cli/commands.h"
+
+namespace tpserve {
+
+void AddWorkloadFlags(CLI::App* cmd, WorkloadOptions* o) {
+  cmd->add_option("--concurrency", o->concurrency, "Closed loop: requests in flight")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_option("--rate", o->rates,
+                  "Open loop: requests per second (Poisson arrivals); a list (1,2,4) runs one load level each")
+      ->delimiter(',')
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--burstiness", o->burstiness, "Gamma shape of the gaps: 1 Poisson, < 1 burstier")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_option("--requests", o->requests, "Requests to send")->check(CLI::PositiveNumber)->capture_default_str();
+  cmd->add_option("--prompt-tokens", o->prompt_tokens, "Random prompt length: N or LOW-HIGH")->capture_default_str();
+  cmd->add_option("--output-tokens", o->output_tokens, "Output length: N or LOW-HIGH (exact, via ignore_eos)")
+      ->capture_default_str();
+  cmd->add_option("--dataset", o->dataset, "JSONL file of {\"prompt\": \"...\"} lines instead of random prompts");
+  cmd->add_option("--seed", o->seed, "Seed of prompts, lengths and arrivals")->capture_default_str();
+  cmd->add_option("--slo-ttft-ms", o->slo.ttft_ms, "Goodput: time-to-first-token limit")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--slo-tpot-ms", o->slo.tpot_ms, "Goodput: time-per-output-token limit")->check(CLI::NonNegativeNumber);
+}
+
+void AddSchedulerFlags(CLI::App* cmd, ServingOptions* o) {
+  cmd->add_option("--max-model-len", o->max_model_len,
+                  "Prompt + max_tokens limit (0: the model's max_position_embeddings)")
+      ->capture_default_str();
+  cmd->add_option("--max-batch-size", o->scheduler.max_batch_size, "Running sequences")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_option("--max-wait-us", o->max_wait_us, "How long an idle engine waits for more requests before a partial batch")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  cmd->add_option("--max-batched-tokens", o->scheduler.max_batched_tokens,
+                  "Token budget per step (prompts are prefilled in chunks)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_option("--max-queue", o->max_queue, "Waiting requests before RESOURCE_EXHAUSTED")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+}
+
+}  // namespace tpserve
