@@ -8,6 +8,7 @@
 #include <optional>
 
 #include "model/model_directory.h"
+#include "model/model_maker.h"
 #include "planner/serving_plan.h"
 #include "cli/commands.h"
 

@@ -3,19 +3,115 @@
 # instantiate and emit their inline code once per batch instead of once per file, and that code
 # generation, not parsing, is most of our compile time (clang -ftime-trace on cli/inspect_command.cc
 # under ASan: 27 s of its 38 s in the backend, half of that CLI11). The CLI's 15 files took 668 s of
-# CPU under ASan one by one and 78 s as one batch (issue 28). Files with their own compile
-# definitions or options (the ISA-specific kernels) stay on their own, as CMake does for any source
-# with such properties. The cost: editing one file recompiles its batch.
-# -DCMAKE_UNITY_BUILD=OFF compiles file by file (to check that each file includes what it uses).
-if(NOT DEFINED CMAKE_UNITY_BUILD)
-  set(CMAKE_UNITY_BUILD ON)
-endif()
-if(NOT DEFINED CMAKE_UNITY_BUILD_BATCH_SIZE)
-  set(CMAKE_UNITY_BUILD_BATCH_SIZE 16)
-endif()
+# CPU under ASan one by one and 78 s as one batch (issue 28). The cost: editing one file recompiles
+# its batch. -DTPSERVE_UNITY_BUILD=OFF compiles file by file (to check that each file includes what
+# it uses).
+#
+# Not CMake's own UNITY_BUILD: its batch files include each source by absolute path, so a batch
+# compiled in one clone differs from the same batch in another, and ccache, which CI shares between
+# clones in different folders (cmake/TpserveCcache.cmake), never finds it again. These batch files
+# include their sources by paths relative to themselves, the same in every clone.
+#
+# Left out of batches, as CMake leaves them out: sources with compile definitions, options or flags
+# of their own (cli/assets.cc, kernels/cuda_module.cc), generated sources, anything but .cc/.cpp,
+# and targets with the TPSERVE_NO_UNITY property (protoc's files share file-local names).
+option(TPSERVE_UNITY_BUILD "Compile each target's C++ files in batches of 16 (unity build)" ON)
+set(TPSERVE_UNITY_BATCH_SIZE 16)
+
 # gcc warns when a class has a member whose type is in an anonymous namespace, if the class is
 # defined in a header: meant for headers, it misfires on a pimpl's Impl in a .cc that a unity
 # batch includes (HttpServer::Impl, Tokenizer::Pipeline). clang has no such warning.
-if(CMAKE_UNITY_BUILD AND CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
+if(TPSERVE_UNITY_BUILD AND CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
   add_compile_options($<$<COMPILE_LANGUAGE:CXX>:-Wno-subobject-linkage>)
 endif()
+
+# Whether SOURCE (absolute) of a target in directory DIR can join a batch.
+function(tpserve_unity_candidate out source dir)
+  set(${out} FALSE PARENT_SCOPE)
+  if(NOT source MATCHES "\\.(cc|cpp)$")
+    return()
+  endif()
+  foreach(property COMPILE_DEFINITIONS COMPILE_OPTIONS COMPILE_FLAGS INCLUDE_DIRECTORIES GENERATED
+                   HEADER_FILE_ONLY SKIP_UNITY_BUILD_INCLUSION)
+    get_source_file_property(value ${source} DIRECTORY ${dir} ${property})
+    if(value AND NOT value STREQUAL "NOTFOUND")
+      return()
+    endif()
+  endforeach()
+  set(${out} TRUE PARENT_SCOPE)
+endfunction()
+
+# Replaces TARGET's batchable sources by batch files that include them.
+function(tpserve_unity_target target)
+  get_target_property(type ${target} TYPE)
+  if(NOT type MATCHES "^(EXECUTABLE|STATIC_LIBRARY|SHARED_LIBRARY|MODULE_LIBRARY|OBJECT_LIBRARY)$")
+    return()
+  endif()
+  get_target_property(skip ${target} TPSERVE_NO_UNITY)
+  get_target_property(imported ${target} IMPORTED)
+  if(skip OR imported)
+    return()
+  endif()
+  get_target_property(sources ${target} SOURCES)
+  get_target_property(source_dir ${target} SOURCE_DIR)
+  get_target_property(binary_dir ${target} BINARY_DIR)
+  set(batchable "")
+  set(kept "")
+  foreach(source IN LISTS sources)
+    if(source MATCHES "\\$<")
+      list(APPEND kept "${source}")
+      continue()
+    endif()
+    get_filename_component(absolute "${source}" ABSOLUTE BASE_DIR "${source_dir}")
+    tpserve_unity_candidate(candidate "${absolute}" "${source_dir}")
+    if(candidate)
+      list(APPEND batchable "${absolute}")
+    else()
+      list(APPEND kept "${absolute}")
+    endif()
+  endforeach()
+  list(LENGTH batchable count)
+  if(count LESS 2)
+    return()
+  endif()
+  # As few batches as 16 files a batch allows, their sizes as even as they go (17 files: 9 and 8).
+  math(EXPR batches "(${count} + ${TPSERVE_UNITY_BATCH_SIZE} - 1) / ${TPSERVE_UNITY_BATCH_SIZE}")
+  math(EXPR per_batch "(${count} + ${batches} - 1) / ${batches}")
+  set(unity_dir "${binary_dir}/unity")
+  set(batch 0)
+  set(in_batch 0)
+  set(done 0)
+  set(content "")
+  foreach(source IN LISTS batchable)
+    file(RELATIVE_PATH relative "${unity_dir}" "${source}")
+    string(APPEND content "#include \"${relative}\"\n")
+    math(EXPR in_batch "${in_batch} + 1")
+    math(EXPR done "${done} + 1")
+    if(in_batch EQUAL per_batch OR done EQUAL count)
+      set(batch_file "${unity_dir}/${target}_${batch}.cc")
+      # Rewritten only when it changes, so a configure run rebuilds nothing.
+      file(CONFIGURE OUTPUT "${batch_file}"
+           CONTENT "// Generated by cmake/TpserveUnityBuild.cmake: ${target}'s batch ${batch}.\n${content}")
+      list(APPEND kept "${batch_file}")
+      math(EXPR batch "${batch} + 1")
+      set(in_batch 0)
+      set(content "")
+    endif()
+  endforeach()
+  set_property(TARGET ${target} PROPERTY SOURCES ${kept})
+endfunction()
+
+# Every target defined in DIR and the directories below it.
+function(tpserve_unity_build dir)
+  if(NOT TPSERVE_UNITY_BUILD)
+    return()
+  endif()
+  get_property(targets DIRECTORY ${dir} PROPERTY BUILDSYSTEM_TARGETS)
+  foreach(target IN LISTS targets)
+    tpserve_unity_target(${target})
+  endforeach()
+  get_property(subdirectories DIRECTORY ${dir} PROPERTY SUBDIRECTORIES)
+  foreach(subdirectory IN LISTS subdirectories)
+    tpserve_unity_build(${subdirectory})
+  endforeach()
+endfunction()
