@@ -41,7 +41,7 @@ DeviceMemory DeviceMemoryFor(const ModelConfig& c, const HardwareProfile& p, con
   const double layers = c.num_layers;
   DeviceMemory m;
   m.weights = (layers * shard.layer_params + shard.lm_head_params + shard.embed_params) * weight_bytes;
-  m.kv_per_position = layers * 2 * shard.kv_width * e.kv_bytes;
+  m.kv_per_position = KvBytesPerPosition(c, e, tp);
   m.activations_per_row = 4.0 * (3 * c.hidden_size + (c.q_size() + 2 * shard.kv_width) / tp +
                                  2.0 * c.intermediate_size / tp + std::ceil(static_cast<double>(c.vocab_size) / tp) * tp);
   // CPU ranks share one memory.
@@ -172,6 +172,10 @@ Result<DecodePrediction> PredictDecodeStep(const ModelConfig& c, const HardwareP
                                                     (kv_per_sequence + activation_per_sequence)))
                       : 0;
   return out;
+}
+
+double KvBytesPerPosition(const ModelConfig& c, const EngineTraits& e, int tp) {
+  return c.num_layers * 2 * ShardFor(c, tp).kv_width * e.kv_bytes;
 }
 
 double KvCapacityPositions(const ModelConfig& c, const HardwareProfile& p, const EngineTraits& e, int tp,

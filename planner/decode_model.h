@@ -91,6 +91,10 @@ ComputeTerms ComputeTermsFor(const ModelConfig& model, const HardwareProfile& pr
 Result<StepTime> PredictStepTime(const ModelConfig& model, const HardwareProfile& profile, const EngineTraits& engine,
                                  const StepShape& shape);
 
+// KV cache bytes one device holds per position of one sequence at `tp` (its KV heads, K and V,
+// every layer).
+double KvBytesPerPosition(const ModelConfig& model, const EngineTraits& engine, int tp);
+
 // The KV cache one device holds at `tp`, in positions (tokens of context, summed over sequences):
 // what the profile's memory leaves (memory_gb × memory_utilization, shared by CPU ranks) after the
 // device's weight shard and the activations of a step of `step_rows` rows; 0 when that is nothing.

@@ -7,7 +7,6 @@
 
 #include "clients/arrival_schedule.h"
 #include "clients/load_report_format.h"
-#include "engine/step/rank_weights.h"
 #include "model/weight_layout.h"
 
 namespace tpserve::planner {
@@ -30,9 +29,7 @@ std::string ConfigName(int tp, int replicas) {
 Result<int> KvBlocksPerReplica(const ModelConfig& model, const HardwareProfile& profile, const ServingPlanOptions& o,
                                int tp) {
   if (o.kv_cache_blocks > 0) return o.kv_cache_blocks;
-  const RankShape shape = ShapeForRank(model, 0, tp);
-  const double bytes_per_position =
-      static_cast<double>(model.num_layers) * 2 * shape.kv_heads * shape.head_dim * o.engine.kv_bytes;
+  const double bytes_per_position = KvBytesPerPosition(model, o.engine, tp);
   double positions = 0;  // per rank
   const int mb = o.kv_cache_mb > 0 ? o.kv_cache_mb : profile.device_kind == "cpu" ? kCpuDefaultKvCacheMb : 0;
   if (mb > 0) {
