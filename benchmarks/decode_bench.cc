@@ -44,14 +44,51 @@ Result<std::unique_ptr<Engine>> CreateBenchEngine(const ModelDirectory& model, c
   }
   const int max_batch = *std::max_element(o.batch.begin(), o.batch.end());
   const int max_context = *std::max_element(o.context.begin(), o.context.end());
-  const int max_positions = max_context + o.decode_steps + 1;
-  const int blocks_per_sequence = (max_positions + engine_options.block_size - 1) / engine_options.block_size;
-  engine_options.kv_cache_blocks = max_batch * blocks_per_sequence;
+  const int max_prefill = o.prefill.empty() ? 0 : *std::max_element(o.prefill.begin(), o.prefill.end());
+  const int max_positions = std::max(max_context + o.decode_steps + 1, max_prefill);
+  auto blocks_for = [&](int positions) { return (positions + engine_options.block_size - 1) / engine_options.block_size; };
+  engine_options.kv_cache_blocks = std::max(max_batch * blocks_for(max_context + o.decode_steps + 1),
+                                            blocks_for(max_prefill));
   engine_options.max_step_tokens = o.max_step_tokens;
   engine_options.max_step_sequences = max_batch;
   engine_options.max_context = max_positions;
   return Engine::Create(model, engine_options);
 }
+
+// Per-step figures of a point's timed steps, from each step's trace (the slowest rank's ops).
+struct StepSamples {
+  std::vector<double> step_ms, compute_ms, comm_ms, host_ms, allreduce_us;
+  std::map<std::string, std::vector<double>> op_ms;  // per op: one sum over the layers per step
+  double allreduce_bytes = 0;
+
+  void Add(const StepTrace& trace) {
+    step_ms.push_back(trace.step_ns * 1e-6);
+    host_ms.push_back(trace.HostNs() * 1e-6);
+    if (!trace.per_op) return;  // a step replayed from a CUDA graph: its total only
+    const RankTrace& slowest = trace.ranks[trace.SlowestRank()];
+    compute_ms.push_back(slowest.ComputeNs() * 1e-6);
+    comm_ms.push_back(slowest.CommNs() * 1e-6);
+    std::map<std::string, double> step_ops;
+    for (const OpRecord& op : slowest.ops) {
+      step_ops[std::string(OpName(op.op))] += op.duration_ns * 1e-6;
+      if (op.op == OpKind::kAllReduceAttn || op.op == OpKind::kAllReduceMlp) {
+        allreduce_us.push_back(op.duration_ns * 1e-3);
+        allreduce_bytes = static_cast<double>(op.bytes);
+      }
+    }
+    for (const auto& [name, ms] : step_ops) op_ms[name].push_back(ms);
+  }
+  // A row's medians (DecodeBenchRow, PrefillBenchRow), `tokens` fed per step.
+  template <typename Row>
+  void SetMedians(int tokens, Row* row) const {
+    row->step_ms = Median(step_ms);
+    row->tokens_per_s = tokens / (row->step_ms * 1e-3);
+    row->compute_ms = Median(compute_ms);
+    row->comm_ms = Median(comm_ms);
+    row->host_ms = Median(host_ms);
+    for (const auto& [name, samples] : op_ms) row->op_ms[name] = Median(samples);
+  }
+};
 
 Result<DecodeBenchRow> MeasureOne(Engine& engine, const ModelDirectory& model, const DecodeBenchOptions& o,
                                   Point point) {
@@ -78,9 +115,7 @@ Result<DecodeBenchRow> MeasureOne(Engine& engine, const ModelDirectory& model, c
   const std::vector<StepPlan> prefill = ChunkedPrefill(seqs, engine.max_step_tokens(), 0);
   for (const StepPlan& plan : prefill) RETURN_IF_ERROR(engine.Step(plan).status());
 
-  std::vector<double> step_ms, compute_ms, comm_ms, host_ms, allreduce_us;
-  std::map<std::string, std::vector<double>> op_ms;  // per op: one sum per step
-  double allreduce_bytes = 0;
+  StepSamples samples;
   for (int step = 1; step <= o.decode_steps; ++step) {
     for (int b = 0; b < batch; ++b) {
       seqs[b].start_position += static_cast<int32_t>(seqs[b].tokens.size());
@@ -88,37 +123,42 @@ Result<DecodeBenchRow> MeasureOne(Engine& engine, const ModelDirectory& model, c
     }
     const int64_t step_id = static_cast<int64_t>(prefill.size()) + step - 1;
     ASSIGN_OR_RETURN(StepResult result, engine.Step(StepPlan{.step_id = step_id, .sequences = seqs}));
-    const StepTrace& trace = result.trace;
-    const RankTrace& slowest = trace.ranks[trace.SlowestRank()];
-    step_ms.push_back(trace.step_ns * 1e-6);
-    host_ms.push_back(trace.HostNs() * 1e-6);
-    if (!trace.per_op) continue;  // a step replayed from a CUDA graph: its total only
-    compute_ms.push_back(slowest.ComputeNs() * 1e-6);
-    comm_ms.push_back(slowest.CommNs() * 1e-6);
-    std::map<std::string, double> step_ops;
-    for (const OpRecord& op : slowest.ops) {
-      step_ops[std::string(OpName(op.op))] += op.duration_ns * 1e-6;
-      if (op.op == OpKind::kAllReduceAttn || op.op == OpKind::kAllReduceMlp) {
-        allreduce_us.push_back(op.duration_ns * 1e-3);
-        allreduce_bytes = static_cast<double>(op.bytes);
-      }
-    }
-    for (const auto& [name, ms] : step_ops) op_ms[name].push_back(ms);
+    samples.Add(result.trace);
   }
   DecodeBenchRow row;
   row.tp = engine.tp();
   row.batch = batch;
   row.context = context;
-  row.step_ms = Median(step_ms);
-  row.tokens_per_s = batch / (row.step_ms * 1e-3);
-  row.compute_ms = Median(compute_ms);
-  row.comm_ms = Median(comm_ms);
-  row.host_ms = Median(host_ms);
+  samples.SetMedians(batch, &row);
   row.comm_share = row.comm_ms / std::max(1e-9, row.compute_ms + row.comm_ms);
-  row.allreduce_bytes = allreduce_bytes;
-  row.allreduce_us = Median(allreduce_us);
+  row.allreduce_bytes = samples.allreduce_bytes;
+  row.allreduce_us = Median(samples.allreduce_us);
   row.weight_bytes = StreamedWeightBytes(model.config);
-  for (auto& [name, samples] : op_ms) row.op_ms[name] = Median(samples);
+  return row;
+}
+
+// A `tokens`-token prompt of one sequence from position 0, in one step whose last token samples,
+// `repeats` times on the same blocks (each run overwrites the KV the previous one wrote).
+Result<PrefillBenchRow> MeasurePrefill(Engine& engine, const DecodeBenchOptions& o, int tokens, int64_t* step_id) {
+  SequencePlan seq{.sequence_id = 0, .want_logits = true};
+  for (int p = 0; p < tokens; p += engine.block_size()) seq.block_table.push_back(*engine.block_pool().Allocate());
+  for (int t = 0; t < tokens; ++t) seq.tokens.push_back((t * 104729 + 17) % 100000);
+  struct FreeBlocks {
+    Engine& engine;
+    SequencePlan& seq;
+    ~FreeBlocks() {
+      for (int32_t block : seq.block_table) engine.block_pool().Free(block);
+    }
+  } free_blocks{engine, seq};
+  StepSamples samples;
+  for (int repeat = 0; repeat < std::max(1, o.prefill_repeats); ++repeat) {
+    ASSIGN_OR_RETURN(StepResult result, engine.Step(StepPlan{.step_id = (*step_id)++, .sequences = {seq}}));
+    samples.Add(result.trace);
+  }
+  PrefillBenchRow row;
+  row.tp = engine.tp();
+  row.tokens = tokens;
+  samples.SetMedians(tokens, &row);
   return row;
 }
 
@@ -172,6 +212,12 @@ nlohmann::json RowJson(const DecodeBenchRow& row) {
           {"fraction_of_ceiling", row.fraction_of_ceiling}, {"op_ms", row.op_ms}};
 }
 
+nlohmann::json PrefillRowJson(const PrefillBenchRow& row) {
+  return {{"kernel", cpu::LinearKernelName(row.kernel)}, {"tp", row.tp}, {"tokens", row.tokens},
+          {"step_ms", row.step_ms}, {"tokens_per_s", row.tokens_per_s}, {"compute_ms", row.compute_ms},
+          {"comm_ms", row.comm_ms}, {"host_ms", row.host_ms}, {"op_ms", row.op_ms}};
+}
+
 }  // namespace
 
 std::vector<StepPlan> ChunkedPrefill(const std::vector<SequencePlan>& sequences, int max_step_tokens,
@@ -208,6 +254,12 @@ Result<DecodeBenchReport> RunDecodeBench(const DecodeBenchOptions& o, const Deco
     if (context < 1) return InvalidArgument("--context values must be at least 1");
   }
   if (o.max_step_tokens < 1) return InvalidArgument("--max-step-tokens must be at least 1");
+  for (int tokens : o.prefill) {
+    if (tokens < 1 || tokens > o.max_step_tokens) {
+      return InvalidArgument("--prefill " + std::to_string(tokens) + ": a prompt length must be 1 to --max-step-tokens (" +
+                             std::to_string(o.max_step_tokens) + "), so that it is one step");
+    }
+  }
   ASSIGN_OR_RETURN(ModelDirectory model, OpenModel(o.model));
   DecodeBenchReport report;
   report.device = o.device;
@@ -249,6 +301,12 @@ Result<DecodeBenchReport> RunDecodeBench(const DecodeBenchOptions& o, const Deco
           if (on_row) on_row(report, report.rows.back());
         }
       }
+      int64_t step_id = 0;
+      for (int tokens : o.prefill) {
+        ASSIGN_OR_RETURN(PrefillBenchRow row, MeasurePrefill(*engine, o, tokens, &step_id));
+        row.kernel = kernel;
+        report.prefill_rows.push_back(std::move(row));
+      }
     }
   }
   // A batch-1 row measured after the others (--batch 8,1) counts too.
@@ -286,6 +344,22 @@ std::string FormatDecodeBench(const DecodeBenchReport& r) {
                   row.host_ms, 100 * row.comm_share, row.allreduce_bytes, row.allreduce_us);
     out += line;
   }
+  if (!r.prefill_rows.empty()) {
+    out += "prefill (one sequence from position 0, one step; median of repeats):\n";
+    out += "  kernel tp  tokens    tok/s  step_ms  compute   comm   host  gemm_ms  attn_ms\n";
+    for (const auto& row : r.prefill_rows) {
+      double gemm = 0;
+      for (const char* op : {"qkv_proj", "o_proj", "gate_up_proj", "down_proj", "lm_head"}) {
+        if (auto it = row.op_ms.find(op); it != row.op_ms.end()) gemm += it->second;
+      }
+      const auto attention = row.op_ms.find("attention");
+      std::snprintf(line, sizeof(line), "  %6s %2d %7d %8.1f %8.2f %8.2f %6.2f %6.2f %8.2f %8.2f\n",
+                    cpu::LinearKernelName(row.kernel), row.tp, row.tokens, row.tokens_per_s, row.step_ms,
+                    row.compute_ms, row.comm_ms, row.host_ms, gemm,
+                    attention == row.op_ms.end() ? 0.0 : attention->second);
+      out += line;
+    }
+  }
   return out;
 }
 
@@ -320,6 +394,8 @@ std::string DecodeBenchJson(const DecodeBenchReport& r) {
                         {"untraced_step_ms", r.untraced_step_ms}, {"trace_overhead", r.trace_overhead},
                         {"rows", nlohmann::json::array()}};
   for (const auto& row : r.rows) out["rows"].push_back(RowJson(row));
+  out["prefill_rows"] = nlohmann::json::array();
+  for (const auto& row : r.prefill_rows) out["prefill_rows"].push_back(PrefillRowJson(row));
   return out.dump();
 }
 

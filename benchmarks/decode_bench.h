@@ -25,6 +25,11 @@ struct DecodeBenchOptions {
   std::vector<int> batch = {1, 8, 32};
   std::vector<int> context = {32};  // tokens already in the KV cache when decoding starts
   int decode_steps = 32;
+  // Prompt lengths to time as prefill steps of one sequence from position 0 (each at most
+  // max_step_tokens, so that it is one step): the GEMMs at many rows and prefill attention, what
+  // `plan calibrate` fits the compute rate's rise with the row count and attention's FLOP rate on.
+  std::vector<int> prefill;
+  int prefill_repeats = 5;  // per prompt length (median reported)
   // The engine's step limit (EngineOptions::max_step_tokens): the contexts are filled in prefill
   // steps of at most this many tokens in all, as serve's scheduler fills prompts.
   int max_step_tokens = 8192;
@@ -66,6 +71,19 @@ struct DecodeBenchRow {
   std::map<std::string, double> op_ms;
 };
 
+// One prefill step: a `tokens`-token prompt from position 0, its last token sampling.
+struct PrefillBenchRow {
+  cpu::LinearKernel kernel = cpu::LinearKernel::kAvx512;
+  int tp = 0;
+  int tokens = 0;
+  double step_ms = 0;      // median (engine wall time)
+  double tokens_per_s = 0;  // tokens / step
+  double compute_ms = 0;   // slowest rank, median
+  double comm_ms = 0;
+  double host_ms = 0;
+  std::map<std::string, double> op_ms;  // per op, slowest rank, all layers; median over repeats
+};
+
 struct DecodeBenchReport {
   DeviceKind device = DeviceKind::kCpu;
   std::string device_name;  // the CPU's model name, or the GPU's
@@ -75,6 +93,7 @@ struct DecodeBenchReport {
   double untraced_step_ms = 0;  // first point, per-op tracing off (0 when not measured)
   double trace_overhead = 0;    // traced / untraced step time - 1, first point
   std::vector<DecodeBenchRow> rows;
+  std::vector<PrefillBenchRow> prefill_rows;
 };
 
 // Called with each row as soon as it is measured (its vs_batch1 against the rows measured before

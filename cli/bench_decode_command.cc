@@ -25,6 +25,13 @@ void AddBenchDecodeCommand(CLI::App& app, CommandAction* action) {
                   "steps of at most this many tokens")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
+  cmd->add_option("--prefill", options->prefill,
+                  "Also time prefill steps of these prompt lengths (one sequence from position 0, one step each, "
+                  "at most --max-step-tokens), e.g. 64,256,512: what plan calibrate fits prefill on")
+      ->delimiter(',');
+  cmd->add_option("--prefill-repeats", options->prefill_repeats, "Runs per prompt length (median reported)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   cmd->add_option("--threads", options->threads, "Compute threads in all (0: every core)")->capture_default_str();
   AddDeviceFlag(cmd, &options->device);
   cmd->add_flag("--share-gpu", options->share_gpu,

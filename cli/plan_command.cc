@@ -120,15 +120,16 @@ void AddPlanCommand(CLI::App& app, CommandAction* action) {
   CLI::App* cal = cmd->add_subcommand(
       "calibrate",
       "Write a hardware profile from measurements: bench-comm --json and nccl-tests output (alpha/beta\n"
-      "per size range), bench-decode --json (achieved bandwidth and compute, host time) or any engine's\n"
-      "step times (--engine-steps).");
+      "per size range), bench-decode --json (achieved bandwidth, compute rate against the rows from its\n"
+      "decode and --prefill steps, host time) or any engine's step times (--engine-steps).");
   cal->add_option("--bench-comm", calibrate->bench_comm, "bench-comm --json output (repeatable)")->check(CLI::ExistingFile);
   cal->add_option("--nccl-tests", calibrate->nccl_tests, "nccl-tests text output (repeatable)")->check(CLI::ExistingFile);
   cal->add_option("--bench-decode", calibrate->bench_decode, "bench-decode --json output (repeatable)")
       ->check(CLI::ExistingFile);
   cal->add_option("--engine-steps", calibrate->engine_steps,
-                  "Decode step times of any engine, JSON points (docs/API.md): fits its memory efficiency and "
-                  "per-layer time on --base (repeatable)")
+                  "Step times of any engine, JSON points (docs/API.md): decode points fit its memory efficiency and "
+                  "per-layer time on --base, prefill points (prompt_tokens, ttft_ms) its compute efficiency "
+                  "(repeatable)")
       ->check(CLI::ExistingFile);
   cal->add_option("--base", calibrate->base, "Preset or profile to start from (default: a CPU profile of this machine)");
   cal->add_option("--out", *out_path, "Profile file to write")->required();

@@ -13,6 +13,7 @@
 #include "common/median.h"
 #include "planner/decode_model.h"
 #include "planner/engine_steps.h"
+#include "planner/serving_simulation.h"
 
 namespace tpserve::planner {
 namespace {
@@ -72,23 +73,81 @@ HardwareProfile CpuProfile(const json& decode, const std::string& date) {
   return p;
 }
 
-// Decode: memory efficiency from batch-1 steps, the compute rate from batched ones, the KV-read
-// rate of attention, and the per-step time outside the modelled ops (host, norms, RoPE, ...).
-// Each measured step is compared with the model's terms at efficiency 1: by op where bench-decode
+// The GEMM rate against the row count: rate(M) = max_tflops × M / (M + half_rows)
+// (HardwareProfile::compute_half_rows), fitted as a line through 1/rate against 1/M:
+// 1/rate = 1/max + (half/max) / M. Fewer than two row counts, or a line that does not describe a
+// rate rising with rows, give one rate (the median) at every row count.
+struct RateCurve {
+  double max_tflops = 0, half_rows = 0;
+  double At(double rows) const { return max_tflops * rows / (rows + half_rows); }
+};
+
+RateCurve FitRateCurve(const std::vector<std::pair<double, double>>& rows_and_tflops) {
+  std::vector<double> rates, xs;
+  for (const auto& [rows, tflops] : rows_and_tflops) {
+    rates.push_back(tflops);
+    xs.push_back(1 / rows);
+  }
+  RateCurve flat{rates.empty() ? 0 : Median(rates), 0};
+  std::sort(xs.begin(), xs.end());
+  if (std::unique(xs.begin(), xs.end()) - xs.begin() < 2) return flat;
+  double mx = 0, my = 0;
+  for (const auto& [rows, tflops] : rows_and_tflops) {
+    mx += 1 / rows;
+    my += 1 / tflops;
+  }
+  const double n = static_cast<double>(rows_and_tflops.size());
+  mx /= n;
+  my /= n;
+  double sxy = 0, sxx = 0;
+  for (const auto& [rows, tflops] : rows_and_tflops) {
+    sxy += (1 / rows - mx) * (1 / tflops - my);
+    sxx += (1 / rows - mx) * (1 / rows - mx);
+  }
+  const double slope = sxy / sxx, intercept = my - slope * mx;
+  if (!(intercept > 0) || slope < 0) return flat;
+  return {1 / intercept, slope / intercept};
+}
+
+// Decode and prefill: memory efficiency from batch-1 decode steps, the compute rate and its rise
+// with the row count from batched decode steps and prefill steps, the KV-read rate of attention,
+// and the per-step time outside the modelled ops (host, norms, RoPE, ...; decode steps). Each
+// measured step is compared with the model's terms at efficiency 1: by op where bench-decode
 // recorded per-op medians (GEMMs and LM head, attention), else its whole compute time.
 Status FitDecode(const std::vector<json>& decodes, const CalibrateInputs& in, Calibration* out) {
   HardwareProfile& p = out->profile;
   struct Sample {
-    DecodePoint point;
+    int rows;             // tokens through the GEMMs
+    bool decode;          // a decode step (else a prefill step)
     ComputeTerms terms;   // at efficiency 1 (and unbounded FLOPs on a CPU)
     double gemm_ms;       // measured: projections + LM head (or the whole compute time)
+    double layer_gemm_ms; // measured: the layers' projections alone (< 0: not recorded)
     double attention_ms;  // measured attention op (< 0: not recorded)
     double other_ms;      // measured step time outside the modelled ops
   };
   std::vector<Sample> samples;
   HardwareProfile peak = p;
   peak.memory_efficiency = peak.compute_efficiency = peak.attention_efficiency = 1;
+  peak.compute_half_rows = peak.attention_compute_efficiency = 0;
   if (p.device_kind == "cpu") peak.bf16_tflops = 1e6;  // unknown yet: streaming only
+  // A row's measured parts: the GEMM ops, attention, and what is neither they nor collectives.
+  auto measured = [](const json& row, Sample* s) {
+    const double compute = row.value("compute_ms", 0.0), step = row.value("step_ms", 0.0);
+    s->gemm_ms = compute;
+    s->layer_gemm_ms = s->attention_ms = -1;
+    s->other_ms = step - compute;
+    const json ops = row.value("op_ms", json::object());
+    if (ops.empty()) return;
+    s->layer_gemm_ms = 0;
+    for (const char* op : {"qkv_proj", "o_proj", "gate_up_proj", "down_proj"}) s->layer_gemm_ms += ops.value(op, 0.0);
+    s->gemm_ms = s->layer_gemm_ms + ops.value("lm_head", 0.0);
+    s->attention_ms = ops.value("attention", 0.0);
+    double collectives = 0;
+    for (const auto& [name, ms] : ops.items()) {
+      if (name.rfind("allreduce", 0) == 0 || name.rfind("allgather", 0) == 0) collectives += ms.get<double>();
+    }
+    s->other_ms = step - s->gemm_ms - s->attention_ms - collectives;
+  };
   for (size_t file = 0; file < decodes.size(); ++file) {
     const json& d = decodes[file];
     ASSIGN_OR_RETURN(ModelConfig shape, ShapeFromBenchDecode(d.value("model", json()), in.bench_decode[file]));
@@ -98,20 +157,17 @@ Status FitDecode(const std::vector<json>& decodes, const CalibrateInputs& in, Ca
     peak.memory_bandwidth_gb_s = p.memory_bandwidth_gb_s;
     for (const json& row : d.value("rows", json::array())) {
       const DecodePoint point{row.value("tp", 1), row.value("batch", 1), row.value("context", 1), 2};
-      const double compute = row.value("compute_ms", 0.0), step = row.value("step_ms", 0.0);
-      if (compute <= 0) continue;
-      Sample s{point, ComputeTermsAt(shape, peak, traits, point), compute, -1, step - compute};
-      const json ops = row.value("op_ms", json::object());
-      if (!ops.empty()) {
-        s.gemm_ms = 0;
-        for (const char* op : {"qkv_proj", "o_proj", "gate_up_proj", "down_proj", "lm_head"}) s.gemm_ms += ops.value(op, 0.0);
-        s.attention_ms = ops.value("attention", 0.0);
-        double collectives = 0;
-        for (const auto& [name, ms] : ops.items()) {
-          if (name.rfind("allreduce", 0) == 0 || name.rfind("allgather", 0) == 0) collectives += ms.get<double>();
-        }
-        s.other_ms = step - s.gemm_ms - s.attention_ms - collectives;
-      }
+      if (row.value("compute_ms", 0.0) <= 0) continue;
+      Sample s{point.batch, true, ComputeTermsAt(shape, peak, traits, point), 0, 0, 0, 0};
+      measured(row, &s);
+      samples.push_back(s);
+    }
+    for (const json& row : d.value("prefill_rows", json::array())) {
+      const int tokens = row.value("tokens", 0);
+      if (row.value("compute_ms", 0.0) <= 0 || tokens < 1) continue;
+      const StepShape step = PromptStepShape(tokens, row.value("tp", 1), 2, peak.attention_query_tile);
+      Sample s{tokens, false, ComputeTermsFor(shape, peak, traits, step), 0, 0, 0, 0};
+      measured(row, &s);
       samples.push_back(s);
     }
   }
@@ -120,16 +176,23 @@ Status FitDecode(const std::vector<json>& decodes, const CalibrateInputs& in, Ca
     std::snprintf(line, sizeof(line), format, args...);
     out->notes.push_back(line);
   };
-  std::vector<double> memory, attention, tflops, other;
+  std::vector<double> memory, attention, attention_compute, other;
+  int prefill_steps = 0;
   for (const Sample& s : samples) {
+    prefill_steps += s.decode ? 0 : 1;
     const double streaming = s.terms.gemm_stream_ms + s.terms.lm_head_stream_ms;
     if (s.attention_ms > 0) {
-      attention.push_back(s.terms.attention_ms / s.attention_ms);
-      if (s.point.batch == 1) memory.push_back(streaming / s.gemm_ms);
-    } else if (s.point.batch == 1) {
+      // Whichever bound the peak rates say binds: KV reads, or FLOPs (a GPU's long prompts).
+      if (s.terms.attention_flops_ms > s.terms.attention_ms) {
+        attention_compute.push_back(s.terms.attention_flops_ms / s.attention_ms);
+      } else {
+        attention.push_back(s.terms.attention_ms / s.attention_ms);
+      }
+      if (s.decode && s.rows == 1) memory.push_back(streaming / s.gemm_ms);
+    } else if (s.decode && s.rows == 1) {
       memory.push_back((streaming + s.terms.attention_ms) / s.gemm_ms);
     }
-    other.push_back(std::max(0.0, s.other_ms));
+    if (s.decode) other.push_back(std::max(0.0, s.other_ms));
   }
   if (!memory.empty()) {
     p.memory_efficiency = std::clamp(Median(memory), 1e-3, 1.5);
@@ -141,42 +204,53 @@ Status FitDecode(const std::vector<json>& decodes, const CalibrateInputs& in, Ca
     note("attention reads the KV cache at %.3f of %.1f GB/s (median of %zu steps)", p.attention_efficiency,
          p.memory_bandwidth_gb_s, attention.size());
   }
+  if (!attention_compute.empty()) {
+    p.attention_compute_efficiency = std::clamp(Median(attention_compute), 1e-3, 1.5);
+    note("attention computes at %.3f of %.1f TFLOPS (median of %zu FLOP-bound steps)",
+         p.attention_compute_efficiency, p.bf16_tflops, attention_compute.size());
+  }
   // The machine's rate over all ranks: FLOPs over the time they took: the whole GEMM time where
-  // math overlaps streaming, what streaming leaves of it where it does not.
+  // math overlaps streaming, what streaming leaves of it where it does not. The layers'
+  // projections where they were timed apart from the LM head (whose rows are the sampling rows
+  // alone in a prefill step), else every GEMM together.
   struct Batched {
+    int rows;
     double flop_seconds_at_1tflops, streaming_ms, gemm_ms;
   };
   std::vector<Batched> batched;
-  std::vector<int> batch_sizes;
+  std::vector<int> row_counts;
   for (const Sample& s : samples) {
-    if (s.point.batch == 1) continue;
-    const double flop_seconds_at_1tflops = (s.terms.gemm_flops_ms + s.terms.lm_head_flops_ms) * peak.bf16_tflops / 1e3;
-    const double streaming = (s.terms.gemm_stream_ms + s.terms.lm_head_stream_ms) / p.memory_efficiency;
-    const double gemm = s.attention_ms >= 0 ? s.gemm_ms : s.gemm_ms - s.terms.attention_ms / p.attention_efficiency;
-    batched.push_back({flop_seconds_at_1tflops, streaming, gemm});
-    batch_sizes.push_back(s.point.batch);
+    if (s.rows == 1) continue;
+    const bool layers_alone = s.layer_gemm_ms > 0;
+    const double flops_ms = s.terms.gemm_flops_ms + (layers_alone ? 0 : s.terms.lm_head_flops_ms);
+    const double stream_ms = s.terms.gemm_stream_ms + (layers_alone ? 0 : s.terms.lm_head_stream_ms);
+    const double gemm = layers_alone        ? s.layer_gemm_ms
+                        : s.attention_ms >= 0 ? s.gemm_ms
+                                              : s.gemm_ms - s.terms.attention_ms / p.attention_efficiency;
+    batched.push_back({s.rows, flops_ms * peak.bf16_tflops / 1e3, stream_ms / p.memory_efficiency, gemm});
+    row_counts.push_back(s.rows);
   }
   auto rates = [&](bool overlapped) {
-    std::vector<double> found;
+    std::vector<std::pair<double, double>> found;  // (rows, TFLOPS)
     for (const Batched& b : batched) {
       // Overlapped, a step no longer than its streaming hid its math: it bounds the rate only.
       if (overlapped && b.gemm_ms < 1.05 * b.streaming_ms) continue;
       const double math_ms = overlapped ? b.gemm_ms : b.gemm_ms - b.streaming_ms;
-      if (math_ms > 0.02 * b.gemm_ms) found.push_back(b.flop_seconds_at_1tflops / (math_ms * 1e-3));
+      if (math_ms > 0.02 * b.gemm_ms) found.emplace_back(b.rows, b.flop_seconds_at_1tflops / (math_ms * 1e-3));
     }
     return found;
   };
-  // Two or more batch sizes tell whether this machine's GEMMs overlap math with streaming (time =
+  // Two or more row counts tell whether this machine's GEMMs overlap math with streaming (time =
   // the larger) or do one after the other (the sum): the way that predicts them better wins.
-  std::sort(batch_sizes.begin(), batch_sizes.end());
-  if (std::unique(batch_sizes.begin(), batch_sizes.end()) - batch_sizes.begin() >= 2) {
+  std::sort(row_counts.begin(), row_counts.end());
+  if (std::unique(row_counts.begin(), row_counts.end()) - row_counts.begin() >= 2) {
     auto error = [&](bool overlapped) {
-      const std::vector<double> r = rates(overlapped);
+      const std::vector<std::pair<double, double>> r = rates(overlapped);
       if (r.empty()) return 1e300;
-      const double rate = Median(r);
+      const RateCurve curve = FitRateCurve(r);
       double squares = 0;
       for (const Batched& b : batched) {
-        const double math_ms = b.flop_seconds_at_1tflops / rate * 1e3;
+        const double math_ms = b.flop_seconds_at_1tflops / curve.At(b.rows) * 1e3;
         const double predicted = overlapped ? std::max(b.streaming_ms, math_ms) : b.streaming_ms + math_ms;
         squares += std::pow(predicted / b.gemm_ms - 1, 2);
       }
@@ -184,26 +258,29 @@ Status FitDecode(const std::vector<json>& decodes, const CalibrateInputs& in, Ca
     };
     const double overlapped_error = error(true), sum_error = error(false);
     p.compute_overlaps_memory = overlapped_error < sum_error;
-    note("GEMMs %s (rms error %.1f%% against %.1f%% the other way, %zu batched steps)",
+    note("GEMMs %s (rms error %.1f%% against %.1f%% the other way, %zu steps of 2 or more rows)",
          p.compute_overlaps_memory ? "overlap math with weight streaming" : "stream weights, then do the math",
          100 * std::sqrt(std::min(overlapped_error, sum_error) / batched.size()),
          100 * std::sqrt(std::max(overlapped_error, sum_error) / batched.size()), batched.size());
   }
-  tflops = rates(p.compute_overlaps_memory);
+  const std::vector<std::pair<double, double>> tflops = rates(p.compute_overlaps_memory);
   if (!tflops.empty()) {
-    const double achieved = Median(tflops);
+    const RateCurve curve = FitRateCurve(tflops);
     if (p.device_kind == "cpu") {
-      p.bf16_tflops = achieved;
+      p.bf16_tflops = curve.max_tflops;
       p.compute_efficiency = 1;
     } else {
-      p.compute_efficiency = std::clamp(achieved / p.bf16_tflops, 1e-3, 1.5);
+      p.compute_efficiency = std::clamp(curve.max_tflops / p.bf16_tflops, 1e-3, 1.5);
     }
-    note("compute: %.3f TFLOPS achieved (median of %zu batched steps)", achieved, tflops.size());
+    p.compute_half_rows = curve.half_rows;
+    note("compute: %.3f TFLOPS achieved at many rows, half of it at %.1f rows (%zu steps of %d to %d rows, %d of "
+         "them prefill)",
+         curve.max_tflops, curve.half_rows, tflops.size(), row_counts.front(), row_counts.back(), prefill_steps);
   }
   if (!other.empty()) {
     p.step_host_us = Median(other) * 1e3;
-    note("%.1f us per step outside the modelled ops: host, norms, RoPE, SiLU (median of %zu steps)", p.step_host_us,
-         other.size());
+    note("%.1f us per step outside the modelled ops: host, norms, RoPE, SiLU (median of %zu decode steps)",
+         p.step_host_us, other.size());
   }
   p.sources["efficiency"] = "fitted by plan calibrate from bench-decode (" + in.date + ")";
   return Status::Ok();
@@ -221,16 +298,28 @@ Status FitEngine(const CalibrateInputs& in, Calibration* out) {
   const int activation_bytes = p.device_kind == "cpu" ? 4 : 2;
   const EngineTraits traits{.kv_bytes = activation_bytes, .allreduce_bytes = activation_bytes};
   ASSIGN_OR_RETURN(EngineFit fit, FitEngineSteps(steps, p, traits));
-  p.memory_efficiency = p.attention_efficiency = fit.memory_efficiency;
-  p.layer_us = fit.layer_us;
   char line[300];
-  std::snprintf(line, sizeof(line),
-                "engine steps (%zu points): memory efficiency %.3f%s, %.1f us per layer outside the modelled ops; "
-                "rms error of the fit %.1f%%",
-                steps.size(), fit.memory_efficiency,
-                fit.efficiency_fitted ? "" : " (kept: the points cannot separate it from the per-layer time)",
-                fit.layer_us, 100 * fit.rms_relative_error);
-  out->notes.push_back(line);
+  if (fit.decode_points > 0) {
+    p.memory_efficiency = p.attention_efficiency = fit.memory_efficiency;
+    p.layer_us = fit.layer_us;
+    std::snprintf(line, sizeof(line),
+                  "engine decode steps (%d points): memory efficiency %.3f%s, %.1f us per layer outside the modelled "
+                  "ops; rms error of the fit %.1f%%",
+                  fit.decode_points, fit.memory_efficiency,
+                  fit.efficiency_fitted ? "" : " (kept: the points cannot separate it from the per-layer time)",
+                  fit.layer_us, 100 * fit.rms_relative_error);
+    out->notes.push_back(line);
+  }
+  if (fit.prefill_points > 0) {
+    p.compute_efficiency = fit.compute_efficiency;
+    p.compute_half_rows = fit.compute_half_rows;
+    std::snprintf(line, sizeof(line),
+                  "engine prefill steps (%d points): compute efficiency %.3f of %.0f TFLOPS, half of that rate at %.0f "
+                  "rows; rms error of the fit %.1f%%",
+                  fit.prefill_points, fit.compute_efficiency, p.bf16_tflops, fit.compute_half_rows,
+                  100 * fit.prefill_rms_relative_error);
+    out->notes.push_back(line);
+  }
   std::string files;
   for (const std::string& path : in.engine_steps) files += (files.empty() ? "" : ", ") + path;
   p.sources["efficiency"] = "fitted to engine step times (" + files + ", " + in.date + ")";

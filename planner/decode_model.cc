@@ -14,6 +14,7 @@ struct Shard {
   double lm_head_params = 0;
   double embed_params = 0;
   double kv_width = 0;      // KV heads on this device × head_dim (KV heads replicate when fewer than tp)
+  double q_width = 0;       // query heads on this device × head_dim
 };
 
 // Sizes from model/rank_weights' ShapeForRank, the engine's own split.
@@ -22,6 +23,7 @@ Shard ShardFor(const ModelConfig& c, int tp) {
   Shard s;
   const double h = c.hidden_size, q_local = static_cast<double>(shape.heads) * shape.head_dim;
   s.kv_width = static_cast<double>(shape.kv_heads) * shape.head_dim;
+  s.q_width = q_local;
   s.layer_params = h * q_local + 2 * h * s.kv_width + q_local * h + 3 * h * shape.ffn;
   s.lm_head_params = static_cast<double>(shape.vocab) * h;
   s.embed_params = c.tie_word_embeddings ? 0 : s.lm_head_params;
@@ -60,10 +62,11 @@ StepShape DecodeShape(const DecodePoint& point) {
 double ComputeTerms::Gemm() const {
   return overlapped ? std::max(gemm_stream_ms, gemm_flops_ms) : gemm_stream_ms + gemm_flops_ms;
 }
+double ComputeTerms::Attention() const { return std::max(attention_ms, attention_flops_ms); }
 double ComputeTerms::LmHead() const {
   return overlapped ? std::max(lm_head_stream_ms, lm_head_flops_ms) : lm_head_stream_ms + lm_head_flops_ms;
 }
-double ComputeTerms::Total() const { return Gemm() + attention_ms + LmHead(); }
+double ComputeTerms::Total() const { return Gemm() + Attention() + LmHead(); }
 
 ComputeTerms ComputeTermsFor(const ModelConfig& c, const HardwareProfile& p, const EngineTraits& e,
                              const StepShape& step) {
@@ -73,14 +76,24 @@ ComputeTerms ComputeTermsFor(const ModelConfig& c, const HardwareProfile& p, con
   const double share = p.shared_memory_bandwidth ? step.tp : 1;
   const double bandwidth = p.memory_bandwidth_gb_s * 1e9 * p.memory_efficiency / share;
   const double flops = (step.weight_bytes == 1 ? p.fp8_tflops : p.bf16_tflops) * 1e12 * p.compute_efficiency / share;
+  // The GEMM rate at `rows` rows (HardwareProfile::compute_half_rows).
+  auto flops_at = [&](double rows) { return rows > 0 ? flops * rows / (rows + p.compute_half_rows) : flops; };
+  const double attention_flops = (step.weight_bytes == 1 ? p.fp8_tflops : p.bf16_tflops) * 1e12 *
+                                 (p.attention_compute_efficiency > 0 ? p.attention_compute_efficiency
+                                                                     : p.compute_efficiency) /
+                                 share;
+  const double read_positions =
+      step.attention_read_positions >= 0 ? step.attention_read_positions : step.attention_positions;
   ComputeTerms t;
   t.overlapped = p.compute_overlaps_memory;
   t.gemm_stream_ms = layers * shard.layer_params * step.weight_bytes / bandwidth * 1e3;
-  t.gemm_flops_ms = layers * 2 * step.tokens * shard.layer_params / flops * 1e3;
-  t.attention_ms = layers * step.attention_positions * 2 * shard.kv_width * e.kv_bytes /
+  t.gemm_flops_ms = layers * 2 * step.tokens * shard.layer_params / flops_at(step.tokens) * 1e3;
+  t.attention_ms = layers * read_positions * 2 * shard.kv_width * e.kv_bytes /
                    (bandwidth / p.memory_efficiency * p.attention_efficiency) * 1e3;
+  // QKᵀ and PV: 2 FLOPs per multiply-add, over this device's query heads.
+  t.attention_flops_ms = layers * step.attention_positions * 4 * shard.q_width / attention_flops * 1e3;
   t.lm_head_stream_ms = step.logit_rows > 0 ? shard.lm_head_params * step.weight_bytes / bandwidth * 1e3 : 0;
-  t.lm_head_flops_ms = 2 * step.logit_rows * shard.lm_head_params / flops * 1e3;
+  t.lm_head_flops_ms = 2 * step.logit_rows * shard.lm_head_params / flops_at(step.logit_rows) * 1e3;
   return t;
 }
 
@@ -108,7 +121,7 @@ Result<StepTime> PredictStepTime(const ModelConfig& c, const HardwareProfile& p,
   const ComputeTerms terms = ComputeTermsFor(c, p, e, step);
   out.compute_bound_gemm = terms.gemm_flops_ms > terms.gemm_stream_ms;
   out.gemm_ms = terms.Gemm();
-  out.attention_ms = terms.attention_ms;
+  out.attention_ms = terms.Attention();
   out.lm_head_ms = terms.LmHead();
   if (step.tp > 1) {
     out.allreduce_message_bytes = static_cast<double>(step.tokens) * c.hidden_size * e.allreduce_bytes;

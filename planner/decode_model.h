@@ -53,9 +53,11 @@ struct DecodePrediction {
 struct ComputeTerms {
   double gemm_stream_ms = 0, gemm_flops_ms = 0;        // all layers
   double attention_ms = 0;                             // KV reads, all layers
+  double attention_flops_ms = 0;                       // QKᵀ and PV, all layers
   double lm_head_stream_ms = 0, lm_head_flops_ms = 0;
   bool overlapped = true;                              // HardwareProfile::compute_overlaps_memory
   double Gemm() const;                                 // the pair combined: max, or sum
+  double Attention() const;                            // the larger of reads and FLOPs
   double LmHead() const;
   double Total() const;                                // GEMMs + attention + LM head
 };
@@ -64,16 +66,19 @@ ComputeTerms ComputeTermsAt(const ModelConfig& model, const HardwareProfile& pro
 
 // Any step the scheduler makes, decode or not. `tokens` rows go through every GEMM and AllReduce,
 // `logit_rows` of them (the rows that sample) through the LM head and the logits gather, and
-// attention reads `attention_positions` cached positions in all: the sum, over the tokens fed, of
-// the positions each attends to (batch × context for a decode step; chunk × (start + (chunk+1)/2)
-// for a prefill chunk starting at `start`). Attention is priced by the KV bytes it reads, as for
-// decode; the FLOPs of long-prompt attention are not modelled yet.
+// attention computes over `attention_positions` (query, position) pairs in all: the sum, over the
+// tokens fed, of the positions each attends to (batch × context for a decode step; chunk × (start +
+// (chunk+1)/2) for a prefill chunk starting at `start`). Attention takes the larger of its FLOPs
+// and its KV reads: `attention_read_positions`, the positions read from the KV cache, which a
+// kernel that tiles a sequence's queries (HardwareProfile::attention_query_tile) reads once per
+// tile (ShapeOfStep counts them; < 0: attention_positions, every query reading its own).
 struct StepShape {
   int tp = 1;
   int tokens = 1;
   int logit_rows = 1;
   double attention_positions = 1;
   int weight_bytes = 2;
+  double attention_read_positions = -1;
 };
 
 // The parts of one step (ms), summing to step_ms.

@@ -6,6 +6,7 @@
 
 #include "common/json_int.h"
 #include "model/model_directory.h"
+#include "planner/serving_simulation.h"
 
 namespace tpserve::planner {
 namespace {
@@ -25,16 +26,24 @@ Result<EngineStep> ParsePoint(const json& p, const std::string& where) {
     return InvalidArgument(where + ": model: " + std::string(shape.status().message()));
   s.shape = *shape;
   s.point.tp = JsonInt<int>(p.at("tp"), "tp");
-  s.point.batch = JsonInt<int>(p.at("batch"), "batch");
-  s.point.context = JsonInt<int>(p.at("context"), "context");
   if (s.point.tp < 1) return InvalidArgument(where + ": tp: must be at least 1");
-  if (s.point.batch < 1) return InvalidArgument(where + ": batch: must be at least 1");
-  if (s.point.context < 1) return InvalidArgument(where + ": context: must be at least 1");
   const std::string dtype = p.value("dtype", std::string("bf16"));
   if (dtype != "bf16" && dtype != "fp16" && dtype != "fp8") {
     return InvalidArgument(where + ": dtype: \"" + dtype + "\" is not bf16, fp16 or fp8");
   }
   s.point.weight_bytes = dtype == "fp8" ? 1 : 2;
+  if (p.contains("prompt_tokens")) {
+    s.prompt_tokens = JsonInt<int>(p.at("prompt_tokens"), "prompt_tokens");
+    if (s.prompt_tokens < 1) return InvalidArgument(where + ": prompt_tokens: must be at least 1");
+    if (!p.contains("ttft_ms")) return InvalidArgument(where + ": a prefill point (prompt_tokens) needs ttft_ms");
+    s.step_ms = p.at("ttft_ms").get<double>();
+    if (!(s.step_ms > 0) || !std::isfinite(s.step_ms)) return InvalidArgument(where + ": ttft_ms: must be positive");
+    return s;
+  }
+  s.point.batch = JsonInt<int>(p.at("batch"), "batch");
+  s.point.context = JsonInt<int>(p.at("context"), "context");
+  if (s.point.batch < 1) return InvalidArgument(where + ": batch: must be at least 1");
+  if (s.point.context < 1) return InvalidArgument(where + ": context: must be at least 1");
   if (p.contains("step_ms")) {
     s.step_ms = p.at("step_ms").get<double>();
   } else if (p.contains("unit") && p.contains("value")) {
@@ -110,16 +119,53 @@ Result<std::vector<EngineStep>> ParseEngineSteps(const json& value, const std::s
   return steps;
 }
 
-Result<EngineFit> FitEngineSteps(const std::vector<EngineStep>& steps,
-                                 const HardwareProfile& profile, const EngineTraits& traits) {
-  if (steps.empty()) return InvalidArgument("no engine steps to fit");
+namespace {
+
+// The compute efficiency and half-rate row count (HardwareProfile::compute_half_rows) that best
+// predict the prefill points on `profile`: least squares on relative error over a grid (the row
+// count stays the profile's unless the points have two prompt lengths or more).
+Status FitComputeRate(const std::vector<EngineStep>& prefills, HardwareProfile p, const EngineTraits& traits,
+                      EngineFit* fit) {
+  std::vector<StepShape> shapes;
+  std::vector<int> lengths;
+  for (const EngineStep& s : prefills) {
+    shapes.push_back(PromptStepShape(s.prompt_tokens, s.point.tp, s.point.weight_bytes, p.attention_query_tile));
+    lengths.push_back(s.prompt_tokens);
+  }
+  std::sort(lengths.begin(), lengths.end());
+  const bool fit_rows = std::unique(lengths.begin(), lengths.end()) - lengths.begin() >= 2;
+  double best = 1e300;
+  for (int row_step = 0; row_step <= (fit_rows ? 128 : 0); ++row_step) {
+    p.compute_half_rows = fit_rows ? 8.0 * row_step : p.compute_half_rows;
+    for (int step = 0; step <= 230; ++step) {
+      p.compute_efficiency = 1.2 - 0.005 * step;
+      double squares = 0;
+      for (size_t i = 0; i < prefills.size(); ++i) {
+        auto time = PredictStepTime(prefills[i].shape, p, traits, shapes[i]);
+        if (!time.ok()) return InvalidArgument(prefills[i].where + ": " + std::string(time.status().message()));
+        squares += std::pow(time->step_ms / prefills[i].step_ms - 1, 2);
+      }
+      if (squares < best - 1e-12) {
+        best = squares;
+        fit->compute_efficiency = p.compute_efficiency;
+        fit->compute_half_rows = p.compute_half_rows;
+      }
+    }
+  }
+  fit->prefill_rms_relative_error = std::sqrt(best / static_cast<double>(prefills.size()));
+  return Status::Ok();
+}
+
+// The decode points' memory efficiency and per-layer time (EngineStep's header comment).
+Status FitDecodeSteps(const std::vector<EngineStep>& steps, const HardwareProfile& profile,
+                      const EngineTraits& traits, EngineFit* out) {
   ASSIGN_OR_RETURN(std::vector<double> floors,
                    StepsAt(steps, profile, traits, profile.memory_efficiency));
   std::vector<double> per_layer;
   for (size_t i = 0; i < steps.size(); ++i)
     per_layer.push_back(floors[i] / steps[i].shape.num_layers);
   const auto [lowest, highest] = std::minmax_element(per_layer.begin(), per_layer.end());
-  EngineFit fit;
+  EngineFit& fit = *out;
   fit.memory_efficiency = profile.memory_efficiency;
   fit.efficiency_fitted = *highest > 1.05 * *lowest;
   auto [layer, squares] = BestLayerTime(steps, floors);
@@ -138,6 +184,30 @@ Result<EngineFit> FitEngineSteps(const std::vector<EngineStep>& steps,
   }
   fit.layer_us = layer * 1e3;
   fit.rms_relative_error = std::sqrt(squares / static_cast<double>(steps.size()));
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<EngineFit> FitEngineSteps(const std::vector<EngineStep>& all_steps,
+                                 const HardwareProfile& profile, const EngineTraits& traits) {
+  if (all_steps.empty()) return InvalidArgument("no engine steps to fit");
+  std::vector<EngineStep> steps, prefills;
+  for (const EngineStep& s : all_steps) (s.prompt_tokens > 0 ? prefills : steps).push_back(s);
+  EngineFit fit;
+  fit.decode_points = static_cast<int>(steps.size());
+  fit.prefill_points = static_cast<int>(prefills.size());
+  fit.memory_efficiency = profile.memory_efficiency;
+  fit.layer_us = profile.layer_us;
+  fit.compute_efficiency = profile.compute_efficiency;
+  fit.compute_half_rows = profile.compute_half_rows;
+  if (!steps.empty()) RETURN_IF_ERROR(FitDecodeSteps(steps, profile, traits, &fit));
+  if (!prefills.empty()) {
+    HardwareProfile fitted = profile;
+    fitted.memory_efficiency = fitted.attention_efficiency = fit.memory_efficiency;
+    fitted.layer_us = fit.layer_us;
+    RETURN_IF_ERROR(FitComputeRate(prefills, fitted, traits, &fit));
+  }
   return fit;
 }
 

@@ -9,6 +9,10 @@
 //    "dtype": "bf16" | "fp16" | "fp8", "step_ms": X}
 // or, instead of step_ms, "unit": "ms_per_token" | "tokens_per_s" and "value": X, where
 // tokens_per_s is one sequence's rate (1000 / step_ms). Other fields are ignored.
+//
+// A prefill point: {"model", "tp", "dtype", "prompt_tokens": N, "ttft_ms": X} (batch 1: the time to
+// the first token of one N-token prompt, prefilled in one step). Prefill points fit the engine's
+// GEMM compute efficiency (the fraction of the profile's peak FLOPs its prefill reaches).
 #pragma once
 
 #include <nlohmann/json_fwd.hpp>
@@ -25,8 +29,9 @@ struct EngineStep {
   std::string where;  // "FILE: points[i]", for errors
   std::string model;  // as the file names it
   ModelConfig shape;
-  DecodePoint point;
-  double step_ms = 0;  // measured
+  DecodePoint point;    // a decode point (batch and context unused for a prefill point)
+  int prompt_tokens = 0;  // > 0: a prefill point, whose step_ms is the time to its first token
+  double step_ms = 0;     // measured
 };
 
 // Errors name `source`, the point's index and the field.
@@ -36,14 +41,21 @@ Result<std::vector<EngineStep>> ParseEngineSteps(const nlohmann::json& value,
 struct EngineFit {
   double memory_efficiency = 1;    // also the KV-read efficiency
   double layer_us = 0;             // per decoder layer
-  double rms_relative_error = 0;   // of the fitted model over the points
+  double rms_relative_error = 0;   // of the fitted model over the decode points
   bool efficiency_fitted = false;  // false: the points cannot separate it; the profile's is kept
+  int decode_points = 0, prefill_points = 0;
+  double compute_efficiency = 1;          // from the prefill points (else the profile's)
+  double compute_half_rows = 0;           // likewise
+  double prefill_rms_relative_error = 0;  // of the fitted model over the prefill points
 };
 
-// Least squares on relative error over memory efficiency in [0.1, 1] (a grid of 0.005) and the
-// per-layer time >= 0 (closed form per efficiency); the profile's other numbers stay. Points whose
-// predicted time per layer agrees within 5% (one point, one model at one TP) cannot separate the
-// two: the per-layer time alone is fitted.
+// Decode points: least squares on relative error over memory efficiency in [0.1, 1] (a grid of
+// 0.005) and the per-layer time >= 0 (closed form per efficiency); points whose predicted time per
+// layer agrees within 5% (one point, one model at one TP) cannot separate the two: the per-layer
+// time alone is fitted. Then prefill points, with those: the compute efficiency in [0.05, 1.2] (a
+// grid of 0.005) and, given two prompt lengths or more, the rows at which GEMMs reach half that
+// rate (HardwareProfile::compute_half_rows, 0 to 1024 by 8), by least squares on relative error.
+// The profile's other numbers stay.
 Result<EngineFit> FitEngineSteps(const std::vector<EngineStep>& steps,
                                  const HardwareProfile& profile, const EngineTraits& traits);
 

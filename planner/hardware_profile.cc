@@ -147,6 +147,10 @@ Result<HardwareProfile> ParseHardwareProfile(const json& value, const std::strin
   RETURN_IF_ERROR(efficiency.Number("memory", &p.memory_efficiency, 1e-3, 1.5, false));
   RETURN_IF_ERROR(efficiency.Number("compute", &p.compute_efficiency, 1e-3, 1.5, false));
   RETURN_IF_ERROR(efficiency.Number("attention", &p.attention_efficiency, 1e-4, 1.5, false));
+  RETURN_IF_ERROR(efficiency.Number("compute_half_rows", &p.compute_half_rows, 0, 1e6, false));
+  RETURN_IF_ERROR(efficiency.Number("attention_compute", &p.attention_compute_efficiency, 0, 1.5, false));
+  p.attention_query_tile = p.device_kind == "gpu" ? 128 : 1;
+  RETURN_IF_ERROR(device.Integer("attention_query_tile", &p.attention_query_tile, 1, 1 << 16, false));
 
   ASSIGN_OR_RETURN(Fields overheads, top.Object("overheads"));
   RETURN_IF_ERROR(overheads.Number("kernel_launch_us", &p.kernel_launch_us, 0, 1e6));
@@ -194,7 +198,8 @@ json HardwareProfileJson(const HardwareProfile& p) {
   json device = {{"kind", p.device_kind}, {"memory_gb", p.memory_gb}, {"memory_bandwidth_gb_s", p.memory_bandwidth_gb_s},
                  {"bf16_tflops", p.bf16_tflops}, {"fp8_tflops", p.fp8_tflops},
                  {"shared_memory_bandwidth", p.shared_memory_bandwidth},
-                 {"compute_overlaps_memory", p.compute_overlaps_memory}};
+                 {"compute_overlaps_memory", p.compute_overlaps_memory},
+                 {"attention_query_tile", p.attention_query_tile}};
   if (p.device_kind == "gpu") device["compute_capability"] = p.compute_capability;
   json fabric = {{"gpus_per_node", p.gpus_per_node},
                  {"intra_node",
@@ -216,7 +221,8 @@ json HardwareProfileJson(const HardwareProfile& p) {
           {"device", device},
           {"efficiency",
            {{"memory", p.memory_efficiency}, {"compute", p.compute_efficiency},
-            {"attention", p.attention_efficiency}}},
+            {"attention", p.attention_efficiency}, {"compute_half_rows", p.compute_half_rows},
+            {"attention_compute", p.attention_compute_efficiency}}},
           {"overheads",
            {{"kernel_launch_us", p.kernel_launch_us}, {"kernels_per_layer", p.kernels_per_layer},
             {"step_host_us", p.step_host_us}, {"layer_us", p.layer_us}}},

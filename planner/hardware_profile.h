@@ -53,6 +53,17 @@ struct HardwareProfile {
   double memory_efficiency = 1.0;    // achieved / memory_bandwidth_gb_s in weight streaming
   double compute_efficiency = 1.0;   // achieved / peak in GEMMs
   double attention_efficiency = 1.0; // achieved / memory_bandwidth_gb_s reading the KV cache
+  // GEMMs reach half their rate (bf16_tflops × compute_efficiency) at this many rows, and approach
+  // it as rows grow: rate(M) = rate × M / (M + compute_half_rows), the shape of a per-GEMM cost
+  // proportional to the weights (unpacking, tile quantization) amortized over the rows. 0: one rate
+  // at every row count. plan calibrate fits it from decode batches and prefill steps.
+  double compute_half_rows = 0;
+  // Attention's FLOP rate (QKᵀ and PV) as a fraction of bf16_tflops; 0: compute_efficiency.
+  double attention_compute_efficiency = 0;
+  // Queries of one sequence that share one read of its KV cache in attention (FlashAttention's
+  // query tile on GPUs; 1: every query reads every position it attends to, as the CPU backend's
+  // kernel does). Prefill chunks read their KV once per tile; decode rows once each.
+  int attention_query_tile = 1;
   double kernel_launch_us = 0;       // per kernel, exposed when the GPU work is shorter
   int kernels_per_layer = 0;
   double step_host_us = 0;           // per decode step: scheduling, sampling, copies

@@ -54,7 +54,7 @@ Result<ServingRun> SimulateLevel(const ModelConfig& model, const HardwareProfile
   if (rate > 0) arrivals = ArrivalTimes(rate, static_cast<int>(lengths.size()), o.seed, o.burstiness);
   Status step_error = Status::Ok();
   const StepSeconds step_seconds = [&](const ScheduleDecision& decision) {
-    auto time = PredictStepTime(model, profile, o.engine, ShapeOfStep(decision.plan, tp, o.weight_bytes));
+    auto time = PredictStepTime(model, profile, o.engine, ShapeOfStep(decision.plan, tp, o.weight_bytes, profile.attention_query_tile));
     if (!time.ok()) {
       if (step_error.ok()) step_error = time.status();
       return 0.0;
@@ -257,7 +257,7 @@ LineChart ServingPlanChart(const ServingPlanReport& r) {
     auto series = std::find_if(chart.series.begin(), chart.series.end(),
                                [&](const ChartSeries& s) { return s.label == label; });
     if (series == chart.series.end()) {
-      chart.series.push_back({label, {}});
+      chart.series.push_back(ChartSeries{.label = label});
       series = chart.series.end() - 1;
     }
     series->points.emplace_back(open_loop ? run.rate : run.concurrency, run.goodput_per_gpu);

@@ -1,6 +1,7 @@
 #include "planner/serving_simulation.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 
 namespace tpserve {
@@ -158,20 +159,31 @@ class Simulation {
 
 }  // namespace
 
-planner::StepShape ShapeOfStep(const StepPlan& plan, int tp, int weight_bytes) {
+planner::StepShape ShapeOfStep(const StepPlan& plan, int tp, int weight_bytes, int attention_query_tile) {
   planner::StepShape shape{.tp = tp,
                            .tokens = 0,
                            .logit_rows = 0,
                            .attention_positions = 0,
-                           .weight_bytes = weight_bytes};
+                           .weight_bytes = weight_bytes,
+                           .attention_read_positions = 0};
+  const double tile = std::max(1, attention_query_tile);
   for (const SequencePlan& p : plan.sequences) {
     const double fed = static_cast<double>(p.tokens.size()), start = p.start_position;
     shape.tokens += static_cast<int>(p.tokens.size());
     shape.logit_rows += p.want_logits ? 1 : 0;
     shape.attention_positions +=
         fed * start + fed * (fed + 1) / 2;  // positions start+1 .. start+fed
+    // Tile k of n reads the positions up to its last query: start + min(k·tile, fed).
+    const double tiles = std::ceil(fed / tile);
+    shape.attention_read_positions += tiles * start + tile * (tiles - 1) * tiles / 2 + fed;
   }
   return shape;
+}
+
+planner::StepShape PromptStepShape(int tokens, int tp, int weight_bytes, int attention_query_tile) {
+  StepPlan plan;
+  plan.sequences.push_back({.tokens = std::vector<int32_t>(tokens), .want_logits = true});
+  return ShapeOfStep(plan, tp, weight_bytes, attention_query_tile);
 }
 
 Result<SimulationResult> SimulateServing(const std::vector<SimulatedRequest>& requests,

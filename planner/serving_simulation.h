@@ -42,9 +42,12 @@ struct SimulationResult {
 // How long one step takes, from what it runs.
 using StepSeconds = std::function<double(const ScheduleDecision& decision)>;
 
-// What the step model needs of a plan: the tokens fed, the rows that sample, and the positions
-// attention reads (each fed token attends to every position up to its own).
-planner::StepShape ShapeOfStep(const StepPlan& plan, int tp, int weight_bytes);
+// What the step model needs of a plan: the tokens fed, the rows that sample, the positions
+// attention computes over (each fed token attends to every position up to its own), and the KV
+// positions it reads, once per tile of `attention_query_tile` queries of a sequence.
+planner::StepShape ShapeOfStep(const StepPlan& plan, int tp, int weight_bytes, int attention_query_tile = 1);
+// The step that prefills one `tokens`-token prompt from position 0 and samples its first token.
+planner::StepShape PromptStepShape(int tokens, int tp, int weight_bytes, int attention_query_tile);
 
 // Runs `requests` through a server with `options` and a KV cache of `kv_blocks` blocks of
 // options.scheduler.block_size tokens. Refused requests (too long for the cache, queue full) are

@@ -5,8 +5,9 @@
 #
 #   scripts/plan_check.sh [BUILD_DIR] [MODEL]      (defaults: build, small)
 #
-# Calibration: bench-decode TP=1 at batch 1, 2 and 8, context 64; bench-comm all_reduce and
-# all_gather at 2 ranks. Predicted and measured: TP=2 and batch 4 (unseen), context 256 (unseen).
+# Calibration (scripts/calibrate_cpu_profile.sh): bench-decode TP=1 at batch 1, 2 and 8, context
+# 64, and prefill steps of 32-512 tokens; bench-comm all_reduce and all_gather at 2 ranks.
+# Predicted and measured: TP=2 and batch 4 (unseen), context 256 (unseen).
 set -euo pipefail
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BUILD="${1:-$REPO/build}"
@@ -17,12 +18,7 @@ trap 'rm -rf "$WORK"' EXIT
 STEPS=32
 
 echo "plan_check: $(date -u +%Y-%m-%dT%H:%MZ), model $MODEL (dummy weights), $(nproc) cores" >&2
-"$TPSERVE" bench-decode --model "$MODEL" --load-format dummy --device cpu --tp 1 --batch 1,2,8 --context 64 \
-  --steps "$STEPS" --json >"$WORK/calibration.json" 2>/dev/null
-"$TPSERVE" bench-comm --collective all_reduce --ranks 2 -b 1K -e 4M -f 2 -n 50 --json >"$WORK/all_reduce.json"
-"$TPSERVE" bench-comm --collective all_gather --ranks 2 -b 64K -e 64M -f 4 -n 10 --json >"$WORK/all_gather.json"
-"$TPSERVE" plan calibrate --bench-decode "$WORK/calibration.json" --bench-comm "$WORK/all_reduce.json" \
-  --bench-comm "$WORK/all_gather.json" --out "$WORK/cpu.json" >&2
+"$REPO/scripts/calibrate_cpu_profile.sh" "$TPSERVE" "$MODEL" "$WORK"
 
 POINTS=(--tp "1,2" --batch "1,4" --context "64,256")
 "$TPSERVE" plan --model "$MODEL" --hardware "$WORK/cpu.json" "${POINTS[@]}" --json >"$WORK/predicted.json"

@@ -33,12 +33,7 @@ SCHEDULER=(--max-batch-size 8 --max-batched-tokens 512 --max-wait-us 1000 --max-
 
 echo "simulate_check: $(date -u +%Y-%m-%dT%H:%MZ), model $MODEL (dummy weights), $(nproc) cores," \
   "$(lscpu | sed -n 's/^Model name: *//p')" >&2
-"$TPSERVE" bench-decode --model "$MODEL" --load-format dummy --device cpu --tp 1 --batch 1,2,8 --context 64 \
-  --steps 32 --json >"$WORK/calibration.json" 2>/dev/null
-"$TPSERVE" bench-comm --collective all_reduce --ranks 2 -b 1K -e 4M -f 2 -n 50 --json >"$WORK/all_reduce.json"
-"$TPSERVE" bench-comm --collective all_gather --ranks 2 -b 64K -e 64M -f 4 -n 10 --json >"$WORK/all_gather.json"
-"$TPSERVE" plan calibrate --bench-decode "$WORK/calibration.json" --bench-comm "$WORK/all_reduce.json" \
-  --bench-comm "$WORK/all_gather.json" --out "$WORK/cpu.json" >&2
+"$REPO/scripts/calibrate_cpu_profile.sh" "$TPSERVE" "$MODEL" "$WORK"
 
 for tp in 1 2; do
   "$TPSERVE" serve --model "$MODEL" --load-format dummy --device cpu --tp "$tp" --port 0 --metrics-port 0 \

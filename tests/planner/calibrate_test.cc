@@ -201,12 +201,17 @@ nlohmann::json BatchedReport(bool overlapped) {
   nlohmann::json rows = nlohmann::json::array();
   for (int batch : {1, 2, 8}) {
     const ComputeTerms t = ComputeTermsAt(ReportShape(), FloorCpu(), traits, {1, batch, 64, 2});
-    const double streaming = 2 * (t.gemm_stream_ms + t.lm_head_stream_ms);
-    const double math = (t.gemm_flops_ms + t.lm_head_flops_ms) / 0.05;
-    const double gemm = batch == 1 ? streaming : overlapped ? std::max(streaming, math) : streaming + math;
+    // The layers' GEMMs and the LM head, each timed as its own op.
+    auto gemm_ms = [&](double stream_ms, double flops_ms) {
+      const double streaming = 2 * stream_ms, math = flops_ms / 0.05;
+      return batch == 1 ? streaming : overlapped ? std::max(streaming, math) : streaming + math;
+    };
+    const double layers = gemm_ms(t.gemm_stream_ms, t.gemm_flops_ms);
+    const double head = gemm_ms(t.lm_head_stream_ms, t.lm_head_flops_ms);
     const double attention = 2 * t.attention_ms;
-    rows.push_back({{"tp", 1}, {"batch", batch}, {"context", 64}, {"compute_ms", gemm + attention},
-                    {"step_ms", gemm + attention + 0.3}, {"op_ms", {{"qkv_proj", gemm}, {"attention", attention}}}});
+    rows.push_back({{"tp", 1}, {"batch", batch}, {"context", 64}, {"compute_ms", layers + head + attention},
+                    {"step_ms", layers + head + attention + 0.3},
+                    {"op_ms", {{"qkv_proj", layers}, {"lm_head", head}, {"attention", attention}}}});
   }
   return Report(rows);
 }
@@ -222,6 +227,70 @@ TEST(Calibrate, TellsWhetherTheGemmsOverlapMathWithStreaming) {
     EXPECT_NEAR(calibration->profile.memory_efficiency, 0.5, 1e-9);
     EXPECT_NEAR(calibration->profile.bf16_tflops, 0.05, 1e-9) << (overlapped ? "overlapped" : "sum");
   }
+}
+
+// Decode steps at batch 1, 2 and 8 and prefill steps of 32, 128 and 512 tokens on a machine whose
+// GEMMs overlap math with streaming (at half the floor's bandwidth) and whose GEMM rate rises with
+// the rows as 0.2 TFLOPS × M / (M + 6); attention reads the KV cache at a quarter of the floor's
+// bandwidth. The sizes are counted here by hand for ReportShape at TP=1: per layer q/k/v/o and
+// gate/up/down, 512·512 + 2·512·128 + 512·512 + 3·512·1024 = 2,228,224 parameters; the LM head
+// 8000 × 512; K and V of one position, 2 × 128 f32 per layer.
+TEST(Calibrate, FitsTheGemmRateRisingWithTheRowsFromDecodeAndPrefillSteps) {
+  const double layer_params = 4 * 2228224.0, head_params = 8000.0 * 512;
+  auto rate_tflops = [](double rows) { return 0.2 * rows / (rows + 6); };
+  // One GEMM of `params` weights at `rows` rows: streamed at 20 GB/s × 0.5, or its math.
+  auto one_gemm_ms = [&](double params, double rows) {
+    return std::max(params * 2 / 10e9, 2 * rows * params / (rate_tflops(rows) * 1e12)) * 1e3;
+  };
+  auto gemm_ms = [&](double rows, double head_rows) {
+    return one_gemm_ms(layer_params, rows) + one_gemm_ms(head_params, head_rows);
+  };
+  auto attention_ms = [](double positions) { return 4 * positions * 2 * 128 * 4 / 5e9 * 1e3; };  // 20 GB/s × 0.25
+  nlohmann::json report = Report(nlohmann::json::array());
+  for (int batch : {1, 2, 8}) {
+    const double gemm = gemm_ms(batch, batch), attention = attention_ms(batch * 64.0);
+    report["rows"].push_back({{"tp", 1}, {"batch", batch}, {"context", 64}, {"compute_ms", gemm + attention},
+                              {"step_ms", gemm + attention + 0.3},
+                              {"op_ms",
+                               {{"qkv_proj", one_gemm_ms(layer_params, batch)},
+                                {"lm_head", one_gemm_ms(head_params, batch)}, {"attention", attention}}}});
+  }
+  for (int tokens : {32, 128, 512}) {
+    const double gemm = gemm_ms(tokens, 1), attention = attention_ms(tokens * (tokens + 1) / 2.0);
+    report["prefill_rows"].push_back({{"tp", 1}, {"tokens", tokens}, {"compute_ms", gemm + attention},
+                                      {"step_ms", gemm + attention + 5},
+                                      {"op_ms",
+                                       {{"qkv_proj", one_gemm_ms(layer_params, tokens)},
+                                        {"lm_head", one_gemm_ms(head_params, 1)}, {"attention", attention}}}});
+  }
+  const std::filesystem::path path = std::filesystem::temp_directory_path() / "tpserve_calibrate_prefill.json";
+  std::ofstream(path) << report.dump();
+  auto calibration = Calibrate({.bench_decode = {path.string()}, .date = "2026-12-03"});
+  std::filesystem::remove(path);
+  ASSERT_TRUE(calibration.ok()) << calibration.status().ToString();
+  const HardwareProfile& p = calibration->profile;
+  EXPECT_TRUE(p.compute_overlaps_memory);
+  EXPECT_NEAR(p.memory_efficiency, 0.5, 1e-9);
+  EXPECT_NEAR(p.bf16_tflops, 0.2, 1e-6);
+  EXPECT_NEAR(p.compute_half_rows, 6, 1e-4);
+  EXPECT_NEAR(p.attention_efficiency, 0.25, 1e-9);
+  EXPECT_NEAR(p.step_host_us, 300, 1e-6);  // decode steps only: a prefill step's norms grow with its tokens
+  // The fitted profile prices a prefill step it never saw (256 tokens) as the machine takes it.
+  const EngineTraits traits{.kv_bytes = 4, .allreduce_bytes = 4};
+  auto step = PredictStepTime(ReportShape(), p, traits,
+                              {.tp = 1, .tokens = 256, .logit_rows = 1, .attention_positions = 256 * 257 / 2.0});
+  ASSERT_TRUE(step.ok());
+  EXPECT_NEAR(step->gemm_ms + step->lm_head_ms, gemm_ms(256, 1), 1e-6 * gemm_ms(256, 1));
+  EXPECT_NEAR(step->attention_ms, attention_ms(256 * 257 / 2.0), 1e-9);
+  // One row count: one rate, no rise.
+  report["prefill_rows"] = nlohmann::json::array({report["prefill_rows"][2]});
+  report["rows"] = nlohmann::json::array({report["rows"][0]});
+  std::ofstream(path) << report.dump();
+  calibration = Calibrate({.bench_decode = {path.string()}, .date = "2026-12-03"});
+  std::filesystem::remove(path);
+  ASSERT_TRUE(calibration.ok()) << calibration.status().ToString();
+  EXPECT_EQ(calibration->profile.compute_half_rows, 0);
+  EXPECT_NEAR(calibration->profile.bf16_tflops, 2 * 512 * layer_params / (one_gemm_ms(layer_params, 512) * 1e9), 1e-9);
 }
 
 }  // namespace

@@ -11,7 +11,9 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "model/model_directory.h"
 #include "planner/calibrate.h"
+#include "planner/serving_simulation.h"
 
 namespace tpserve::planner {
 namespace {
@@ -150,6 +152,54 @@ TEST(EngineSteps, CalibrateWritesThemIntoTheBaseProfile) {
               HasSubstr("tpserve_engine_steps_test.json"));
   ASSERT_FALSE(both.ok());
   EXPECT_THAT(both.status().message(), HasSubstr("give one"));
+}
+
+// Prefill points (the time to the first token of one prompt) made by the step model itself at a
+// known compute efficiency and half-rate row count on the a100-sxm preset: the fit must find the
+// two again on its grids, and calibrate writes them into the profile.
+TEST(EngineSteps, PrefillPointsFitTheComputeEfficiencyAndItsRiseWithTheRows) {
+  auto a100 = LoadHardwareProfile("a100-sxm");
+  ASSERT_TRUE(a100.ok());
+  HardwareProfile made = *a100;
+  made.compute_efficiency = 0.6;
+  made.compute_half_rows = 64;
+  auto model = ResolveModelShape({.model = "llama-2-7b", .load_format = "dummy"});
+  ASSERT_TRUE(model.ok());
+  nlohmann::json points = nlohmann::json::array();
+  for (int tokens : {32, 128, 512, 2048}) {
+    auto step = PredictStepTime(*model, made, {}, PromptStepShape(tokens, 1, 2, made.attention_query_tile));
+    ASSERT_TRUE(step.ok());
+    points.push_back({{"model", "llama-2-7b"}, {"tp", 1}, {"dtype", "fp16"}, {"prompt_tokens", tokens},
+                      {"ttft_ms", step->step_ms}});
+  }
+  auto steps = ParseEngineSteps({{"points", points}}, "prefill.json");
+  ASSERT_TRUE(steps.ok()) << steps.status().ToString();
+  auto fit = FitEngineSteps(*steps, *a100, {});
+  ASSERT_TRUE(fit.ok()) << fit.status().ToString();
+  EXPECT_EQ(fit->prefill_points, 4);
+  EXPECT_EQ(fit->decode_points, 0);
+  EXPECT_NEAR(fit->compute_efficiency, 0.6, 0.0051);
+  EXPECT_NEAR(fit->compute_half_rows, 64, 8.01);
+  EXPECT_LT(fit->prefill_rms_relative_error, 0.01);
+  EXPECT_EQ(fit->memory_efficiency, a100->memory_efficiency);  // no decode points: kept
+
+  const std::filesystem::path path = std::filesystem::temp_directory_path() / "tpserve_engine_prefill_test.json";
+  std::ofstream(path) << nlohmann::json{{"points", points}}.dump();
+  auto calibration = Calibrate({.engine_steps = {path.string()}, .base = "a100-sxm", .date = "2026-12-03"});
+  std::filesystem::remove(path);
+  ASSERT_TRUE(calibration.ok()) << calibration.status().ToString();
+  EXPECT_NEAR(calibration->profile.compute_efficiency, 0.6, 0.0051);
+  EXPECT_NEAR(calibration->profile.compute_half_rows, 64, 8.01);
+  EXPECT_EQ(calibration->profile.layer_us, a100->layer_us);
+
+  // A prefill point names what it lacks.
+  nlohmann::json bad = points[0];
+  bad.erase("ttft_ms");
+  auto refused = ParseEngineSteps({{"points", {points[1], bad}}}, "prefill.json");
+  ASSERT_FALSE(refused.ok());
+  EXPECT_THAT(refused.status().message(), HasSubstr("prefill.json: points[1]: a prefill point (prompt_tokens) needs ttft_ms"));
+  bad["ttft_ms"] = 0;
+  EXPECT_THAT(ParseEngineSteps({{"points", {bad}}}, "p.json").status().message(), HasSubstr("ttft_ms: must be positive"));
 }
 
 }  // namespace

@@ -197,6 +197,32 @@ TEST(DecodeModel, APrefillStepIsPricedByItsTokensAndItsSamplingRows) {
   EXPECT_FALSE(PredictStepTime(c, p, engine, StepShape{.tp = 1, .tokens = 2, .logit_rows = 3}).ok());
 }
 
+TEST(DecodeModel, TheGemmRateRisesWithTheRowsAndLongPromptsAreBoundByAttentionFlops) {
+  const ModelConfig c = HandModel();
+  const EngineTraits engine{.kv_bytes = 2, .allreduce_bytes = 2, .logits_bytes = 4, .memory_utilization = 0.9};
+  HardwareProfile p = HandMachine();
+  p.bf16_tflops = 1;
+  p.compute_half_rows = 512;  // a 512-row GEMM runs at half the rate
+  const double layer = 1024.0 * 512 + 2 * 1024.0 * 128 + 512.0 * 1024 + 3 * 1024.0 * 2048;  // one rank's (TP=2)
+  const StepShape chunk{.tp = 2, .tokens = 512, .logit_rows = 1, .attention_positions = 512.0 * 513 / 2,
+                        .weight_bytes = 2, .attention_read_positions = 4 * 512.0 * 513 / 2 / 128};
+  auto t = PredictStepTime(c, p, engine, chunk);
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  EXPECT_NEAR(t->gemm_ms, 2 * (10 * 2 * 512 * layer / 1e12 * 1e3), 1e-9);
+  // Attention: 4 FLOPs per (query, position) and query feature (4 heads × 128 on this rank), at
+  // the GEMM rate (no separate attention rate), against the KV it reads: the FLOPs bind.
+  const double attention_flops_ms = 10 * (512.0 * 513 / 2) * 4 * 512 / 1e12 * 1e3;
+  EXPECT_NEAR(t->attention_ms, attention_flops_ms, 1e-9);
+  EXPECT_GT(attention_flops_ms, 10 * chunk.attention_read_positions * 2 * 128 * 2 / 1e11 * 1e3);
+  p.attention_compute_efficiency = 0.5;  // half the peak rate
+  EXPECT_NEAR(PredictStepTime(c, p, engine, chunk)->attention_ms, 2 * attention_flops_ms, 1e-9);
+  // One decode row runs at 1 / 513 of the rate: at this (extreme) half-rate row count its FLOPs bind.
+  auto decode = PredictStepTime(c, p, engine, StepShape{.tp = 2, .tokens = 1, .logit_rows = 1,
+                                                        .attention_positions = 100, .weight_bytes = 2});
+  ASSERT_TRUE(decode.ok());
+  EXPECT_NEAR(decode->gemm_ms, 10 * 2 * 1 * layer / (1e12 / 513) * 1e3, 1e-9);
+}
+
 TEST(DecodeModel, MemoryFitAndTheLargestBatch) {
   const ModelConfig c = HandModel();
   const EngineTraits engine{.kv_bytes = 2, .allreduce_bytes = 2, .logits_bytes = 4, .memory_utilization = 0.9};

@@ -123,6 +123,14 @@ TEST(ServingSimulation, AStepsShapeCountsTokensSamplingRowsAndAttendedPositions)
   EXPECT_EQ(shape.tokens, 7);
   EXPECT_EQ(shape.logit_rows, 2);
   EXPECT_DOUBLE_EQ(shape.attention_positions, 100 + (1 + 2 + 3 + 4) + (5 + 6));
+  // Queries that read the KV cache one by one read what they attend to.
+  EXPECT_DOUBLE_EQ(shape.attention_read_positions, shape.attention_positions);
+  // A kernel that tiles a sequence's queries by 2 reads each chunk's KV once per tile, up to the
+  // tile's last query: the decode row 100; the first chunk's tiles 2 and 4; the last chunk's one
+  // tile 6.
+  EXPECT_DOUBLE_EQ(ShapeOfStep(plan, 2, 2, 2).attention_read_positions, 100 + (2 + 4) + 6);
+  // Tiles longer than a chunk: one read of each chunk's positions.
+  EXPECT_DOUBLE_EQ(ShapeOfStep(plan, 2, 2, 128).attention_read_positions, 100 + 4 + 6);
 }
 
 TEST(ServingSimulation, AClosedLoopSendsEachRequestWhenOneBeforeItEnds) {
