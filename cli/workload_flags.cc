@@ -43,6 +43,12 @@ void AddSchedulerFlags(CLI::App* cmd, ServingOptions* o) {
   cmd->add_option("--max-queue", o->max_queue, "Waiting requests before RESOURCE_EXHAUSTED")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
+  cmd->add_option_function<std::string>(
+         "--prefix-caching", [o](const std::string& on) { o->scheduler.prefix_caching = on == "on"; },
+         "Automatic prefix caching: a prompt's leading full KV blocks that an earlier request computed are "
+         "reused, not recomputed (outputs are bitwise the same either way)")
+      ->check(CLI::IsMember({"on", "off"}))
+      ->default_str("on");
 }
 
 }  // namespace tpserve

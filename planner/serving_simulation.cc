@@ -39,7 +39,7 @@ class Simulation {
       if (inbox_.empty() && core_.idle()) continue;  // everything that arrived was refused
       if (core_.idle() && core_.BatchWaitSeconds() > 0) WaitForBatch();
       for (size_t index : inbox_) {
-        core_.Add(index + 1, std::vector<int32_t>(requests_[index].prompt_tokens, 0));
+        core_.Add(index + 1, SimulatedPrompt(requests_[index], index));
       }
       inbox_.clear();
       RunStep();
@@ -158,6 +158,19 @@ class Simulation {
 };
 
 }  // namespace
+
+std::vector<int32_t> SimulatedPrompt(const SimulatedRequest& request, size_t index) {
+  std::vector<int32_t> prompt(request.prompt_tokens);
+  const int shared = std::min(request.shared_prefix_tokens, request.prompt_tokens);
+  for (int i = 0; i < request.prompt_tokens; ++i) {
+    // Token ids need not be a vocabulary's here: only equality matters to the scheduler. A shared
+    // token is owner × an odd constant + position (mod 2^31), the owner its group, or 2^30 + the
+    // request's index for its own tokens: two prompts' first blocks agree only for equal owners.
+    const uint64_t owner = i < shared ? static_cast<uint64_t>(request.prefix_group) : (uint64_t{1} << 30) + index;
+    prompt[i] = static_cast<int32_t>((owner * 1000003u + static_cast<uint64_t>(i)) & 0x7fffffff);
+  }
+  return prompt;
+}
 
 planner::StepShape ShapeOfStep(const StepPlan& plan, int tp, int weight_bytes, int attention_query_tile) {
   planner::StepShape shape{.tp = tp,

@@ -190,6 +190,8 @@ void EngineLoop::ApplyCancellations(const std::unordered_set<uint64_t>& cancels)
 void EngineLoop::Step() {
   ScheduleDecision decision = core_.PlanStep();
   metrics_->preemptions += decision.preempted.size();
+  metrics_->prefix_cache_queries += static_cast<uint64_t>(decision.prefix_query_tokens);
+  metrics_->prefix_cache_hits += static_cast<uint64_t>(decision.prefix_hit_tokens);
   if (decision.plan.sequences.empty()) return;
   if (plan_observer_) plan_observer_(decision.plan);
   const auto now = Clock::now();
@@ -353,6 +355,7 @@ void EngineLoop::UpdateGauges() {
   }
   const KvBlockPool& pool = engine_->block_pool();
   metrics_->kv_blocks_free = pool.free_blocks();
+  metrics_->kv_blocks_cached = pool.cached_blocks();
   metrics_->kv_cache_usage =
       pool.total_blocks() ? 1.0 - static_cast<double>(pool.free_blocks()) / pool.total_blocks() : 0.0;
 }

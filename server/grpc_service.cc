@@ -425,6 +425,9 @@ grpc::ServerUnaryReactor* TpServeService::Stats(grpc::CallbackServerContext* con
   response->set_requests_finished(m.finished_total());
   response->set_preemptions(m.preemptions.load());
   response->set_max_batch_seen(m.max_batch_seen.load());
+  response->set_prefix_cache_queries(m.prefix_cache_queries.load());
+  response->set_prefix_cache_hits(m.prefix_cache_hits.load());
+  response->set_kv_blocks_cached(m.kv_blocks_cached.load());
   FillHistogram(m.step_compute.Get(), response->mutable_step_compute());
   FillHistogram(m.step_comm.Get(), response->mutable_step_comm());
   FillHistogram(m.step_host.Get(), response->mutable_step_host());

@@ -121,6 +121,14 @@ std::string ServerMetrics::RenderPrometheus() const {
   gauge("tpserve_num_requests_running", "Sequences in the running batch.", requests_running.load());
   gauge("tpserve_num_requests_waiting", "Requests waiting to be scheduled.", requests_waiting.load());
   gauge("tpserve_kv_cache_usage_ratio", "Fraction of KV-cache blocks in use.", kv_cache_usage.load());
+  auto counter = [&](const char* name, const char* help, uint64_t value) {
+    Header(&out, name, "counter", help);
+    out += std::string(name) + " " + std::to_string(value) + "\n";
+  };
+  counter("tpserve_prefix_cache_queries_total", "Prompt tokens looked up in the prefix cache.",
+          prefix_cache_queries.load());
+  counter("tpserve_prefix_cache_hits_total", "Prompt tokens found in the prefix cache (KV reused).",
+          prefix_cache_hits.load());
 
   std::lock_guard<std::mutex> lock(mutex_);
   Header(&out, "tpserve_requests_total", "counter", "Finished requests by finish reason.");

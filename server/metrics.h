@@ -54,6 +54,9 @@ struct ServerMetrics {
   std::atomic<uint64_t> steps{0};
   std::atomic<uint64_t> preemptions{0};
   std::atomic<uint64_t> max_batch_seen{0};
+  std::atomic<uint64_t> prefix_cache_queries{0};  // tokens looked up in the prefix cache
+  std::atomic<uint64_t> prefix_cache_hits{0};     // tokens found there
+  std::atomic<int> kv_blocks_cached{0};
 
   void ObserveAllReduce(int64_t bytes, double seconds);
   void CountFinished(const std::string& finish_reason);

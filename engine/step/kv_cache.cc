@@ -2,19 +2,6 @@
 
 namespace tpserve {
 
-KvBlockPool::KvBlockPool(int num_blocks) : total_(num_blocks) {
-  for (int32_t b = num_blocks - 1; b >= 0; --b) free_.push_back(b);
-}
-
-std::optional<int32_t> KvBlockPool::Allocate() {
-  if (free_.empty()) return std::nullopt;
-  const int32_t block = free_.back();
-  free_.pop_back();
-  return block;
-}
-
-void KvBlockPool::Free(int32_t block) { free_.push_back(block); }
-
 RankKvCache::RankKvCache(int layers, int num_blocks, int block_size, int kv_heads, int head_dim)
     : block_size_(block_size), kv_heads_(kv_heads), head_dim_(head_dim) {
   const size_t per_layer = static_cast<size_t>(num_blocks) * block_size * kv_heads * head_dim;

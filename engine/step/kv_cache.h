@@ -1,29 +1,15 @@
-// The paged KV cache. Block ids are global (the engine's KvBlockPool hands them out and every
-// rank uses the same ids); each rank stores only its own KV heads for every block.
+// The paged KV cache. Block ids are global (the engine's KvBlockPool, kv_block_pool.h, hands them
+// out and every rank uses the same ids); each rank stores only its own KV heads for every block.
 #pragma once
 
 #include <cstdint>
-#include <optional>
 #include <vector>
 
 #include "common/huge_page_allocator.h"
+#include "engine/step/kv_block_pool.h"
 #include "kernels/cpu/ops.h"
 
 namespace tpserve {
-
-class KvBlockPool {
- public:
-  explicit KvBlockPool(int num_blocks);
-
-  std::optional<int32_t> Allocate();
-  void Free(int32_t block);
-  int free_blocks() const { return static_cast<int>(free_.size()); }
-  int total_blocks() const { return total_; }
-
- private:
-  int total_;
-  std::vector<int32_t> free_;  // a stack: the most recently freed block is reused first
-};
 
 class RankKvCache {
  public:

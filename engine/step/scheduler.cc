@@ -1,6 +1,8 @@
 #include "engine/step/scheduler.h"
 
 #include <algorithm>
+#include <optional>
+#include <span>
 
 namespace tpserve {
 
@@ -22,8 +24,39 @@ std::unique_ptr<ScheduledSequence> Scheduler::Remove(uint64_t id) {
 }
 
 void Scheduler::FreeBlocks(ScheduledSequence& s) {
-  for (int32_t block : s.blocks) pool_->Free(block);
+  // Last block first: the pool evicts idle cached blocks least recently freed first, so a
+  // sequence's tail goes before its head, and the prefix others share stays longest.
+  for (auto block = s.blocks.rbegin(); block != s.blocks.rend(); ++block) pool_->Free(*block);
   s.blocks.clear();
+  s.cached_blocks = 0;
+  s.cached_parent = KvBlockPool::kNoParent;
+}
+
+size_t Scheduler::TakeCachedPrefix(ScheduledSequence& s) {
+  const size_t block_size = static_cast<size_t>(options_.block_size);
+  // Full blocks only, and never the last token: its logits sample the next one.
+  const size_t limit = (s.tokens.size() - 1) / block_size;
+  while (s.blocks.size() < limit) {
+    const std::span<const int32_t> tokens(s.tokens.data() + s.blocks.size() * block_size, block_size);
+    const std::optional<int32_t> block = pool_->Find(s.cached_parent, tokens);
+    if (!block) break;
+    pool_->Acquire(*block);
+    s.blocks.push_back(*block);
+    s.cached_parent = *block;
+  }
+  s.cached_blocks = s.blocks.size();
+  s.computed = s.blocks.size() * block_size;
+  return s.computed;
+}
+
+void Scheduler::CacheComputedBlocks(ScheduledSequence& s) {
+  if (!options_.prefix_caching) return;
+  const size_t block_size = static_cast<size_t>(options_.block_size);
+  while ((s.cached_blocks + 1) * block_size <= s.computed && s.cached_blocks < s.blocks.size()) {
+    const std::span<const int32_t> tokens(s.tokens.data() + s.cached_blocks * block_size, block_size);
+    s.cached_parent = pool_->Cache(s.blocks[s.cached_blocks], s.cached_parent, tokens);
+    ++s.cached_blocks;
+  }
 }
 
 bool Scheduler::Reserve(ScheduledSequence& s, size_t positions) {
@@ -80,13 +113,19 @@ ScheduleDecision Scheduler::Schedule(int64_t step_id) {
   while (!waiting_.empty() && budget > 0 &&
          static_cast<int>(running_.size()) < options_.max_batch_size) {
     ScheduledSequence& s = *waiting_.front();
+    const size_t hits = options_.prefix_caching && s.computed == 0 ? TakeCachedPrefix(s) : 0;
     const size_t chunk = std::min<size_t>(budget, s.tokens.size() - s.computed);
     if (!Reserve(s, s.computed + chunk)) {
       FreeBlocks(s);  // wait until blocks are freed; never preempt for a newcomer
+      s.computed = 0;  // any cached prefix is looked up again then
       break;
     }
     planned.emplace_back(&s, chunk);
     budget -= static_cast<int>(chunk);
+    if (options_.prefix_caching) {
+      decision.prefix_query_tokens += static_cast<int64_t>(s.tokens.size());
+      decision.prefix_hit_tokens += static_cast<int64_t>(hits);
+    }
     running_.push_back(std::move(waiting_.front()));
     waiting_.pop_front();
   }

@@ -53,6 +53,7 @@ void ServingCore::CommitStep(const ScheduleDecision& decision,
     const SequencePlan& p = decision.plan.sequences[k];
     s.computed += p.tokens.size();
     if (p.want_logits && row < sampled.size()) s.tokens.push_back(sampled[row++]);
+    scheduler_.CacheComputedBlocks(s);
   }
 }
 

@@ -2,7 +2,8 @@
 // requests, all waiting before the first step, are planned step by step alike by the running
 // engine loop on the tiny model and by SimulateServing with its step times stubbed. The KV cache
 // holds 32 blocks of 4 positions, less than the requests grow to, so preemption and recomputation
-// are part of the comparison.
+// are part of the comparison, and so is the prefix cache: a preempted sequence finds the blocks it
+// cached while they were not evicted.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -51,9 +52,12 @@ TEST(SimulationMatchesServer, EveryStepIsPlannedAsTheEngineLoopPlansIt) {
   EngineLoop loop(engine->get(), &testing::TinyModel().tokenizer, options, &metrics);
   loop.ObservePlans([&](const StepPlan& plan) { served.push_back(RowsOf(plan)); });
   std::atomic<int> ended{0};
-  for (const SimulatedRequest& r : requests) {  // all in the inbox before the loop starts
+  for (size_t i = 0; i < requests.size(); ++i) {  // all in the inbox before the loop starts
+    const SimulatedRequest& r = requests[i];
     ServeRequest request;
-    request.prompt.assign(r.prompt_tokens, 791);
+    // Prompts that share no block, as the simulation's own (SimulatedPrompt) share none: the
+    // prefix cache (on) finds only what a sequence cached before it was preempted, in both.
+    for (int t = 0; t < r.prompt_tokens; ++t) request.prompt.push_back(static_cast<int32_t>(1000 + 100 * i + t));
     request.max_tokens = r.output_tokens;
     request.sampling.ignore_eos = true;
     request.sink = std::make_shared<CountingSink>(&ended);
@@ -67,6 +71,7 @@ TEST(SimulationMatchesServer, EveryStepIsPlannedAsTheEngineLoopPlansIt) {
   loop.Stop();
   ASSERT_EQ(ended.load(), 10);
   EXPECT_GT(metrics.preemptions.load(), 0u) << "the case should exercise preemption";
+  EXPECT_GT(metrics.prefix_cache_hits.load(), 0u) << "and a preempted sequence's own cached blocks";
 
   auto result = SimulateServing(requests, options, kBlocks, [&](const ScheduleDecision& decision) {
     simulated.push_back(RowsOf(decision.plan));

@@ -1,0 +1,124 @@
+#include "engine/step/kv_block_pool.h"
+
+#include <string>
+
+namespace tpserve {
+
+KvBlockPool::KvBlockPool(int num_blocks) : total_(num_blocks), blocks_(num_blocks) {
+  for (int32_t b = num_blocks - 1; b >= 0; --b) free_.push_back(b);
+}
+
+std::optional<int32_t> KvBlockPool::Allocate() {
+  int32_t block;
+  if (!free_.empty()) {
+    block = free_.back();
+    free_.pop_back();
+  } else if (!idle_.empty()) {
+    block = idle_.front();
+    Uncache(block);
+  } else {
+    return std::nullopt;
+  }
+  blocks_[block].references = 1;
+  return block;
+}
+
+void KvBlockPool::Free(int32_t block) {
+  Block& b = blocks_[block];
+  if (--b.references > 0) return;
+  if (b.cached) {
+    b.idle = idle_.insert(idle_.end(), block);
+  } else {
+    free_.push_back(block);
+  }
+}
+
+KvBlockPool::Key KvBlockPool::KeyOf(int32_t parent, std::span<const int32_t> tokens) const {
+  return {parent, parent == kNoParent ? 0 : blocks_[parent].generation, {tokens.begin(), tokens.end()}};
+}
+
+uint64_t KvBlockPool::HashOf(const Key& key) {
+  // FNV-1a over the parent, its generation and the tokens: only a bucket; matches compare keys.
+  uint64_t h = 1469598103934665603ull;
+  auto mix = [&](uint64_t v) {
+    for (int byte = 0; byte < 8; ++byte) {
+      h ^= (v >> (8 * byte)) & 0xff;
+      h *= 1099511628211ull;
+    }
+  };
+  mix(static_cast<uint64_t>(static_cast<uint32_t>(key.parent)));
+  mix(key.parent_generation);
+  for (int32_t token : key.tokens) mix(static_cast<uint64_t>(static_cast<uint32_t>(token)));
+  return h;
+}
+
+std::optional<int32_t> KvBlockPool::Find(int32_t parent, std::span<const int32_t> tokens) const {
+  const Key key = KeyOf(parent, tokens);
+  auto [first, last] = index_.equal_range(HashOf(key));
+  for (auto it = first; it != last; ++it) {
+    if (blocks_[it->second].key == key) return it->second;
+  }
+  return std::nullopt;
+}
+
+void KvBlockPool::Acquire(int32_t block) {
+  Block& b = blocks_[block];
+  if (b.references++ == 0) idle_.erase(b.idle);
+}
+
+int32_t KvBlockPool::Cache(int32_t block, int32_t parent, std::span<const int32_t> tokens) {
+  if (blocks_[block].cached) return block;
+  if (std::optional<int32_t> existing = Find(parent, tokens)) return *existing;
+  Block& b = blocks_[block];
+  b.key = KeyOf(parent, tokens);
+  b.cached = true;
+  index_.emplace(HashOf(b.key), block);
+  ++index_size_;
+  return block;
+}
+
+void KvBlockPool::Uncache(int32_t block) {
+  Block& b = blocks_[block];
+  auto [first, last] = index_.equal_range(HashOf(b.key));
+  for (auto it = first; it != last; ++it) {
+    if (it->second == block) {
+      index_.erase(it);
+      --index_size_;
+      break;
+    }
+  }
+  if (b.references == 0) idle_.erase(b.idle);
+  b.cached = false;
+  b.key = Key{};
+  ++b.generation;  // blocks cached after this one's old content no longer follow it
+}
+
+Status KvBlockPool::CheckInvariants() const {
+  auto broken = [](int32_t block, const std::string& what) {
+    return Status(StatusCode::kInternal, "KV block " + std::to_string(block) + ": " + what);
+  };
+  std::vector<int> on_free_list(total_, 0), on_idle_list(total_, 0), in_index(total_, 0);
+  for (int32_t block : free_) ++on_free_list[block];
+  for (int32_t block : idle_) ++on_idle_list[block];
+  for (const auto& [hash, block] : index_) {
+    ++in_index[block];
+    if (hash != HashOf(blocks_[block].key)) return broken(block, "indexed under another key's hash");
+  }
+  for (int32_t block = 0; block < total_; ++block) {
+    const Block& b = blocks_[block];
+    if (b.references < 0) return broken(block, "negative reference count");
+    const bool free = b.references == 0 && !b.cached, idle = b.references == 0 && b.cached;
+    if (on_free_list[block] != (free ? 1 : 0)) {
+      return broken(block, free ? "free but not on the free list once" : "on the free list but not free");
+    }
+    if (on_idle_list[block] != (idle ? 1 : 0)) {
+      return broken(block, idle ? "idle cached but not in the eviction order once"
+                                : "in the eviction order but referenced or not cached");
+    }
+    if (in_index[block] != (b.cached ? 1 : 0)) return broken(block, "cached and indexed disagree");
+  }
+  if (index_size_ != index_.size()) return Status(StatusCode::kInternal, "the cache's size is off");
+  return Status::Ok();
+}
+
+}  // namespace tpserve
