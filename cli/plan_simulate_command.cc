@@ -26,8 +26,8 @@ struct SimulateCommandOptions {
   std::string plot;
 };
 
-// The workload's lengths, request for request what loadgen sends: random prompts by their drawn
-// length, a dataset's prompts by their token count under the model's tokenizer.
+// The workload, request for request what loadgen sends: random prompts' ids (shared prefixes
+// included), a dataset's prompts as the model's tokenizer encodes them.
 Result<std::vector<SimulatedRequest>> WorkloadLengths(const SimulateCommandOptions& o, int vocab) {
   ASSIGN_OR_RETURN(const Workload workload, Workload::FromOptions(o.workload, vocab));
   std::optional<Tokenizer> tokenizer;
@@ -38,13 +38,14 @@ Result<std::vector<SimulatedRequest>> WorkloadLengths(const SimulateCommandOptio
   std::vector<SimulatedRequest> requests;
   requests.reserve(o.workload.requests);
   for (int i = 0; i < o.workload.requests; ++i) {
-    const LoadRequest request = workload.Make(i);
-    int prompt_tokens = static_cast<int>(request.prompt_ids.size());
+    LoadRequest request = workload.Make(i);
     if (tokenizer) {
-      ASSIGN_OR_RETURN(const std::vector<int32_t> ids, tokenizer->Encode(request.prompt_text, true));
-      prompt_tokens = std::max<int>(1, ids.size());
+      ASSIGN_OR_RETURN(request.prompt_ids, tokenizer->Encode(request.prompt_text, true));
+      if (request.prompt_ids.empty()) request.prompt_ids = {0};
     }
-    requests.push_back({.prompt_tokens = prompt_tokens, .output_tokens = request.output_tokens});
+    const int prompt_tokens = static_cast<int>(request.prompt_ids.size());
+    requests.push_back(
+        {.prompt_tokens = prompt_tokens, .output_tokens = request.output_tokens, .prompt = std::move(request.prompt_ids)});
   }
   return requests;
 }

@@ -21,6 +21,15 @@ void AddWorkloadFlags(CLI::App* cmd, WorkloadOptions* o) {
   cmd->add_option("--output-tokens", o->output_tokens, "Output length: N or LOW-HIGH (exact, via ignore_eos)")
       ->capture_default_str();
   cmd->add_option("--dataset", o->dataset, "JSONL file of {\"prompt\": \"...\"} lines instead of random prompts");
+  cmd->add_option("--shared-prefix-tokens", o->shared_prefix_tokens,
+                  "Random prompts start with a prefix of N tokens that every request of its group shares (a "
+                  "system prompt), then their own --prompt-tokens")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  cmd->add_option("--prefix-groups", o->prefix_groups,
+                  "Groups of --shared-prefix-tokens: request i uses prefix i mod G")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   cmd->add_option("--seed", o->seed, "Seed of prompts, lengths and arrivals")->capture_default_str();
   cmd->add_option("--slo-ttft-ms", o->slo.ttft_ms, "Goodput: time-to-first-token limit")->check(CLI::NonNegativeNumber);
   cmd->add_option("--slo-tpot-ms", o->slo.tpot_ms, "Goodput: time-per-output-token limit")->check(CLI::NonNegativeNumber);

@@ -44,7 +44,13 @@ Result<std::vector<std::string>> ReadDatasetPrompts(const std::string& path) {
 Result<Workload> Workload::FromOptions(const WorkloadOptions& options, int vocab) {
   ASSIGN_OR_RETURN(LengthRange prompt_len, ParseLengthRange(options.prompt_tokens, "--prompt-tokens"));
   ASSIGN_OR_RETURN(LengthRange output_len, ParseLengthRange(options.output_tokens, "--output-tokens"));
-  Workload workload{prompt_len, output_len, {}, vocab, options.seed};
+  Workload workload{prompt_len, output_len, {}, vocab, options.seed, options.shared_prefix_tokens,
+                    options.prefix_groups};
+  if (options.shared_prefix_tokens < 0) return InvalidArgument("--shared-prefix-tokens must be at least 0");
+  if (options.prefix_groups < 1) return InvalidArgument("--prefix-groups must be at least 1");
+  if (options.shared_prefix_tokens > 0 && !options.dataset.empty()) {
+    return InvalidArgument("--shared-prefix-tokens makes random prompts; a --dataset's prompts bring their own prefixes");
+  }
   if (!options.dataset.empty()) {
     ASSIGN_OR_RETURN(workload.dataset, ReadDatasetPrompts(options.dataset));
   }
@@ -61,6 +67,12 @@ LoadRequest Workload::Make(int index) const {
     const int n = prompt_len.Draw(random);
     // The top of the vocabulary is where special tokens live: draw below it.
     std::uniform_int_distribution<int> id(0, std::max(1, vocab * 9 / 10) - 1);
+    if (shared_prefix_tokens > 0) {
+      // The group's prefix: the same ids for every request of the group, from (seed, group).
+      const int group = ((index % prefix_groups) + prefix_groups) % prefix_groups;
+      std::mt19937_64 prefix_random(seed * 1000003 + 0x5eed0000ull + static_cast<uint64_t>(group) * 7919);
+      for (int i = 0; i < shared_prefix_tokens; ++i) request.prompt_ids.push_back(id(prefix_random));
+    }
     for (int i = 0; i < n; ++i) request.prompt_ids.push_back(id(random));
   }
   request.output_tokens = output_len.Draw(random);

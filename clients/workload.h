@@ -1,7 +1,8 @@
 // What a load test sends, as loadgen's workload flags describe it: how many requests, when
 // (closed loop at a concurrency, or open loop at a rate with Poisson or bursty arrivals), and
 // what (random prompts of N or LOW-HIGH tokens, or a dataset's prompts; output lengths of N or
-// LOW-HIGH tokens, exact through ignore_eos). `tpserve loadgen` sends it to a server and
+// LOW-HIGH tokens, exact through ignore_eos; optionally after a prefix shared by a group of
+// requests, as a system prompt is). `tpserve loadgen` sends it to a server and
 // `tpserve plan simulate` to the model of one, request for request the same: request i's
 // lengths come from (seed, i) alone, and arrival times from (rate, seed, burstiness).
 #pragma once
@@ -26,6 +27,10 @@ struct WorkloadOptions {
   std::string prompt_tokens = "128";  // N or LOW-HIGH
   std::string output_tokens = "128";
   std::string dataset;  // JSONL of {"prompt": "..."}; empty: random prompts
+  // Random prompts start with a prefix of this many tokens shared by every request of a group
+  // (request i is in group i mod prefix_groups), before their own --prompt-tokens tokens.
+  int shared_prefix_tokens = 0;
+  int prefix_groups = 1;
   uint64_t seed = 0;
   Slo slo;
 };
@@ -49,6 +54,7 @@ struct Workload {
   std::vector<std::string> dataset;  // prompts; empty: random token ids
   int vocab = 0;                     // random ids are drawn below 9/10 of it
   uint64_t seed = 0;
+  int shared_prefix_tokens = 0, prefix_groups = 1;
 
   // From the options' lengths and dataset (read here); `vocab` as above.
   static Result<Workload> FromOptions(const WorkloadOptions& options, int vocab);

@@ -39,7 +39,8 @@ class Simulation {
       if (inbox_.empty() && core_.idle()) continue;  // everything that arrived was refused
       if (core_.idle() && core_.BatchWaitSeconds() > 0) WaitForBatch();
       for (size_t index : inbox_) {
-        core_.Add(index + 1, SimulatedPrompt(requests_[index], index));
+        const SimulatedRequest& r = requests_[index];
+        core_.Add(index + 1, r.prompt.empty() ? SimulatedPrompt(r.prompt_tokens, index) : r.prompt);
       }
       inbox_.clear();
       RunStep();
@@ -159,15 +160,12 @@ class Simulation {
 
 }  // namespace
 
-std::vector<int32_t> SimulatedPrompt(const SimulatedRequest& request, size_t index) {
-  std::vector<int32_t> prompt(request.prompt_tokens);
-  const int shared = std::min(request.shared_prefix_tokens, request.prompt_tokens);
-  for (int i = 0; i < request.prompt_tokens; ++i) {
-    // Token ids need not be a vocabulary's here: only equality matters to the scheduler. A shared
-    // token is owner × an odd constant + position (mod 2^31), the owner its group, or 2^30 + the
-    // request's index for its own tokens: two prompts' first blocks agree only for equal owners.
-    const uint64_t owner = i < shared ? static_cast<uint64_t>(request.prefix_group) : (uint64_t{1} << 30) + index;
-    prompt[i] = static_cast<int32_t>((owner * 1000003u + static_cast<uint64_t>(i)) & 0x7fffffff);
+std::vector<int32_t> SimulatedPrompt(int tokens, size_t index) {
+  // Only equality matters to the scheduler: token i of request k is k × an odd constant + i (mod
+  // 2^31), so two requests' first blocks never agree and no block is shared.
+  std::vector<int32_t> prompt(tokens);
+  for (int i = 0; i < tokens; ++i) {
+    prompt[i] = static_cast<int32_t>((index * 1000003u + static_cast<uint64_t>(i)) & 0x7fffffff);
   }
   return prompt;
 }
@@ -209,6 +207,11 @@ Result<SimulationResult> SimulateServing(const std::vector<SimulatedRequest>& re
         "simulate: block size, max batch size and max batched tokens must be positive");
   }
   for (size_t i = 0; i < requests.size(); ++i) {
+    if (!requests[i].prompt.empty() && requests[i].prompt.size() != static_cast<size_t>(requests[i].prompt_tokens)) {
+      return InvalidArgument("simulate: request " + std::to_string(i) + " has " +
+                             std::to_string(requests[i].prompt.size()) + " prompt ids for " +
+                             std::to_string(requests[i].prompt_tokens) + " prompt tokens");
+    }
     if (requests[i].prompt_tokens < 1 || requests[i].output_tokens < 1) {
       return InvalidArgument("simulate: request " + std::to_string(i) +
                              " needs at least one prompt and one output token");

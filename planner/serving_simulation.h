@@ -21,15 +21,14 @@ struct SimulatedRequest {
   double arrival_s = 0;  // from the start of the run, non-decreasing across requests
   int prompt_tokens = 1;
   int output_tokens = 1;  // exact (loadgen sends ignore_eos)
-  // The prompt's first shared_prefix_tokens tokens are those of every request of the same
-  // prefix_group (loadgen --shared-prefix-tokens); the rest are the request's own.
-  int shared_prefix_tokens = 0;
-  int prefix_group = 0;
+  // The prompt's token ids, as loadgen sends them (shared prefixes included), so that the prefix
+  // cache finds what it would find in a real server; empty: ids of this request's own
+  // (SimulatedPrompt), sharing nothing.
+  std::vector<int32_t> prompt;
 };
 
-// The token ids the simulation feeds for request `index`: distinct between requests except the
-// shared prefix of a group, so that the prefix cache finds what a real server would.
-std::vector<int32_t> SimulatedPrompt(const SimulatedRequest& request, size_t index);
+// Token ids for request `index`'s prompt of `tokens` tokens that no other index's share.
+std::vector<int32_t> SimulatedPrompt(int tokens, size_t index);
 
 // One step as the simulation ran it.
 struct SimulatedStep {

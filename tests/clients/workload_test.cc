@@ -66,5 +66,28 @@ TEST(Workload, RequestIDependsOnTheSeedAndIAlone) {
   EXPECT_NE(Workload::FromOptions(options, 1000)->Make(0).prompt_ids, forward[0].prompt_ids);
 }
 
+TEST(Workload, SharedPrefixesAreTheSameWithinAGroupAndTheRestIsEachRequestsOwn) {
+  WorkloadOptions options{.prompt_tokens = "8", .output_tokens = "4", .shared_prefix_tokens = 30,
+                          .prefix_groups = 3, .seed = 5};
+  auto workload = Workload::FromOptions(options, 50000);
+  ASSERT_TRUE(workload.ok()) << workload.status().ToString();
+  auto prefix = [](const LoadRequest& r) { return std::vector<int32_t>(r.prompt_ids.begin(), r.prompt_ids.begin() + 30); };
+  auto own = [](const LoadRequest& r) { return std::vector<int32_t>(r.prompt_ids.begin() + 30, r.prompt_ids.end()); };
+  std::vector<LoadRequest> requests;
+  for (int i = 0; i < 9; ++i) requests.push_back(workload->Make(i));
+  for (int i = 0; i < 9; ++i) {
+    ASSERT_EQ(requests[i].prompt_ids.size(), 38u);  // the prefix, then --prompt-tokens of its own
+    EXPECT_EQ(prefix(requests[i]), prefix(requests[i % 3])) << "request " << i << " is in group " << i % 3;
+    for (int j = 0; j < i; ++j) {
+      if (i % 3 != j % 3) EXPECT_NE(prefix(requests[i]), prefix(requests[j]));
+      EXPECT_NE(own(requests[i]), own(requests[j]));
+    }
+  }
+  options.dataset = "prompts.jsonl";
+  auto refused = Workload::FromOptions(options, 50000);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("--shared-prefix-tokens"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace tpserve

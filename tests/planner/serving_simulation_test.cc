@@ -24,6 +24,36 @@ StepSeconds EverySecond() {
   return [](const ScheduleDecision&) { return 1.0; };
 }
 
+TEST(ServingSimulation, ASharedPrefixIsPrefilledOnceWithThePrefixCache) {
+  // Two requests whose prompts share 20 tokens (5 blocks of 4), the second sent after the first
+  // ended: with the cache its prefill feeds 23 - 20 = 3 tokens, without it all 23.
+  std::vector<int32_t> shared(20), first, second;
+  for (int i = 0; i < 20; ++i) shared[i] = 100 + i;
+  first = second = shared;
+  first.insert(first.end(), {1, 2, 3});
+  second.insert(second.end(), {7, 8, 9});
+  const std::vector<SimulatedRequest> requests = {
+      {.arrival_s = 0, .prompt_tokens = 23, .output_tokens = 2, .prompt = first},
+      {.arrival_s = 10, .prompt_tokens = 23, .output_tokens = 2, .prompt = second}};
+  for (bool caching : {true, false}) {
+    ServingOptions options = Options(8, 512, 0);
+    options.scheduler.prefix_caching = caching;
+    auto result = SimulateServing(requests, options, 64, EverySecond());
+    ASSERT_TRUE(result.ok()) << result.status().ToString();
+    std::vector<int> prompt_tokens;
+    for (const SimulatedStep& step : result->steps) {
+      if (step.prompt_tokens > 0) prompt_tokens.push_back(step.prompt_tokens);
+    }
+    EXPECT_THAT(prompt_tokens, ElementsAre(23, caching ? 3 : 23));
+  }
+  // Prompt ids that disagree with the prompt's length are refused by name.
+  std::vector<SimulatedRequest> bad = requests;
+  bad[1].prompt_tokens = 24;
+  auto refused = SimulateServing(bad, Options(8, 512, 0), 64, EverySecond());
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("request 1 has 23 prompt ids for 24 prompt tokens"), std::string::npos);
+}
+
 TEST(ServingSimulation, OneRequestPrefillsThenDecodesOneTokenPerStep) {
   auto result = SimulateServing({{.arrival_s = 2, .prompt_tokens = 5, .output_tokens = 3}},
                                 Options(8, 512, 0), 64, EverySecond());
