@@ -2,12 +2,14 @@
 """Multi-process tensor parallelism with real processes, on loopback and across two network
 namespaces joined by a veth pair: members give the same tokens and logprobs as one process at the
 same TP; a mismatched member is refused on both sides; a killed follower fails the leader quickly,
-and a killed leader ends its followers.
+and a killed leader ends its followers; a serve group's prefix cache hits across its two processes
+and changes no token.
 
     multiprocess_test.py TPSERVE_BINARY
 """
 import json
 import os
+import urllib.request
 import shutil
 import signal
 import socket
@@ -193,6 +195,69 @@ def serve_leader_loses_follower(while_streaming, stall=False):
         follower.wait()
 
 
+def start_serve(extra, name):
+    """Starts `serve` with `extra` flags; returns (process, grpc target, metrics address) once ready."""
+    proc = subprocess.Popen([TPSERVE, "serve", "--model", "tiny", "--load-format", "dummy", "--device", "cpu",
+                             "--port", "0", "--metrics-port", "0", *extra],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    log = []
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        line = proc.stderr.readline()
+        if not line:
+            break
+        log.append(line)
+        if "tpserve ready: grpc " in line:
+            words = line.split("tpserve ready: grpc ")[1].split()
+            return proc, words[0], words[2]
+    check(False, f"{name}: serve became ready ({''.join(log)[-300:]!r})")
+    proc.kill()
+    return proc, None, None
+
+
+def serve_group_prefix_cache():
+    """Requests that share a long prefix, one after another, through a two-process TP=2 group with
+    the prefix cache on (the default) and through one process at TP=2 with it off: the same tokens,
+    greedy and seeded, and the group's leader counts cache hits."""
+    system = "You are a careful assistant who answers in one short sentence. " * 6
+    prompts = [(system + "What is the capital of France?", []), (system + "Name a prime number.", []),
+               (system + "What is the capital of France?", []),
+               (system + "What is the capital of France?", ["--temperature", "0.8", "--seed", "7"])]
+    port = free_port()
+    group_flags = lambda i: ["--tp", "2", "--nnodes", "2", "--node-rank", str(i), "--rendezvous", f"127.0.0.1:{port}",
+                             "--group-timeout-ms", "10000"]
+    follower = subprocess.Popen([TPSERVE, "serve", "--model", "tiny", "--load-format", "dummy", "--device", "cpu",
+                                 "--port", "0", "--metrics-port", "0", *group_flags(1)],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    runs = {}
+    for name, extra in (("group, cache on", group_flags(0)), ("one process, cache off", ["--tp", "2", "--prefix-caching", "off"])):
+        proc, target, metrics = start_serve(extra, name)
+        if target is None:
+            follower.kill()
+            return
+        outputs_of_run = []
+        for prompt, sampling in prompts:
+            out = subprocess.run([TPSERVE, "client", "--target", target, "--prompt", prompt, "--max-tokens", "8",
+                                  "--ignore-eos", *sampling, "--json"], capture_output=True, text=True, timeout=60)
+            outputs_of_run.append(json.loads(out.stdout)["token_ids"] if out.returncode == 0 else out.stderr[-200:])
+        scraped = urllib.request.urlopen(f"http://{metrics}/metrics", timeout=10).read().decode()
+        hits = [float(line.split()[1]) for line in scraped.splitlines()
+                if line.startswith("tpserve_prefix_cache_hits_total ")]
+        runs[name] = (outputs_of_run, hits[0] if hits else -1)
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=30)
+    follower.communicate(timeout=30)
+    group_outputs, group_hits = runs["group, cache on"]
+    single_outputs, single_hits = runs["one process, cache off"]
+    check(all(isinstance(o, list) and len(o) == 8 for o in group_outputs + single_outputs),
+          f"every request was served ({group_outputs + single_outputs!r:.300})")
+    check(group_outputs == single_outputs, "a TP=2 group with the prefix cache gives the tokens of one process "
+                                           "without it, greedy and seeded")
+    check(group_hits > 0 and single_hits == 0,
+          f"the group's leader counts prefix cache hits ({group_hits:g} tokens; off: {single_hits:g})")
+
+
+serve_group_prefix_cache()
 serve_leader_loses_follower(while_streaming=True)
 serve_leader_loses_follower(while_streaming=False)
 # A stalled follower (alive, silent): the leader's collective gives up after --group-timeout-ms (5 s).
