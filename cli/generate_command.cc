@@ -111,6 +111,8 @@ int Run(const GenerateOptions& options) {
     }
     out["timing"] = {{"steps", summary.steps},
                      {"prefill_s", summary.prefill_s},
+                     {"prefill_tokens", summary.prefill_tokens},
+                     {"cached_tokens", summary.cached_tokens},
                      {"decode_s", summary.decode_s},
                      {"decode_tokens", summary.decode_tokens},
                      {"decode_tokens_per_s", summary.decode_tokens_per_s},
@@ -301,6 +303,12 @@ void AddGenerateCommand(CLI::App& app, CommandAction* action) {
   AddEngineFlags(cmd, &options->engine);
   cmd->add_option("--max-batched-tokens", options->generation.max_batched_tokens,
                   "Token budget per step (long prompts are prefilled in chunks)")->capture_default_str();
+  cmd->add_option_function<std::string>(
+         "--prefix-caching",
+         [options](const std::string& on) { options->generation.prefix_caching = on == "on"; },
+         "--batch copies prefill their prompt's full blocks once and share them (outputs unchanged)")
+      ->check(CLI::IsMember({"on", "off"}))
+      ->default_str("on");
   cmd->add_option("--temperature", options->sampling.temperature, "0: greedy")->capture_default_str();
   cmd->add_option("--top-k", options->sampling.top_k, "0: off")->capture_default_str();
   cmd->add_option("--top-p", options->sampling.top_p, "Nucleus mass in (0, 1]")->capture_default_str();

@@ -1,6 +1,8 @@
 #include "engine/generator.h"
 
 #include <algorithm>
+#include <optional>
+#include <span>
 
 namespace tpserve {
 namespace {
@@ -9,8 +11,16 @@ struct Sequence {
   size_t request = 0;
   std::vector<int32_t> blocks;
   size_t prefilled = 0;  // prompt tokens already in the KV cache
+  bool started = false;  // its prompt has begun (any cached prefix taken)
   bool done = false;
+  size_t cached_blocks = 0;  // leading prompt blocks in the prefix cache
+  int32_t cached_parent = KvBlockPool::kNoParent;
 };
+
+// Whether two prompts' first full blocks agree (so the later one waits for the earlier's).
+bool ShareFirstBlock(const std::vector<int32_t>& a, const std::vector<int32_t>& b, size_t block_size) {
+  return a.size() > block_size && b.size() > block_size && std::equal(a.begin(), a.begin() + block_size, b.begin());
+}
 
 }  // namespace
 
@@ -43,8 +53,37 @@ Result<std::vector<GenerationOutput>> Generator::Run(const std::vector<Generatio
   std::vector<Sequence> sequences(requests.size());
   std::vector<GenerationOutput> outputs(requests.size());
   auto release = [&](Sequence& s) {
-    for (int32_t b : s.blocks) pool.Free(b);
+    // Tail first: the pool evicts idle cached blocks freed longest ago, so shared heads stay.
+    for (auto b = s.blocks.rbegin(); b != s.blocks.rend(); ++b) pool.Free(*b);
     s.blocks.clear();
+  };
+  const size_t bs = static_cast<size_t>(block_size);
+  // Prefix caching: the cached blocks that match the start of a prompt replace the ones allocated
+  // for it (never the last prompt token's: its logits sample). Returns the tokens taken.
+  auto take_cached_prefix = [&](Sequence& s) -> size_t {
+    const std::vector<int32_t>& prompt = requests[s.request].prompt;
+    const size_t limit = (prompt.size() - 1) / bs;
+    while (s.cached_blocks < limit) {
+      const std::span<const int32_t> tokens(prompt.data() + s.cached_blocks * bs, bs);
+      const std::optional<int32_t> block = pool.Find(s.cached_parent, tokens);
+      if (!block) break;
+      pool.Acquire(*block);
+      pool.Free(s.blocks[s.cached_blocks]);
+      s.blocks[s.cached_blocks] = *block;
+      s.cached_parent = *block;
+      ++s.cached_blocks;
+    }
+    s.prefilled = s.cached_blocks * bs;
+    return s.prefilled;
+  };
+  // Caches the prompt blocks of `s` that its prefill has filled.
+  auto cache_prefilled = [&](Sequence& s) {
+    const std::vector<int32_t>& prompt = requests[s.request].prompt;
+    while ((s.cached_blocks + 1) * bs <= s.prefilled) {
+      const std::span<const int32_t> tokens(prompt.data() + s.cached_blocks * bs, bs);
+      s.cached_parent = pool.Cache(s.blocks[s.cached_blocks], s.cached_parent, tokens);
+      ++s.cached_blocks;
+    }
   };
   auto release_all = [&] {
     for (auto& s : sequences) release(s);
@@ -76,6 +115,8 @@ Result<std::vector<GenerationOutput>> Generator::Run(const std::vector<Generatio
     plan.step_id = step_id;
     std::vector<size_t> planned;  // sequence index of each plan entry
     int budget = options.max_batched_tokens;
+    int cached_tokens = 0;  // prompt tokens taken from the prefix cache this step
+    int prompt_tokens_fed = 0;
     // Decodes first (one token each), then prompt chunks with what is left of the budget.
     for (int pass = 0; pass < 2; ++pass) {
       for (size_t i = 0; i < sequences.size(); ++i) {
@@ -83,6 +124,18 @@ Result<std::vector<GenerationOutput>> Generator::Run(const std::vector<Generatio
         const GenerationRequest& r = requests[s.request];
         const bool decoding = s.prefilled == r.prompt.size();
         if (s.done || decoding != (pass == 0) || budget == 0) continue;
+        if (!s.started && options.prefix_caching) {
+          // Wait while an earlier request with the same first block has not prefilled its prompt.
+          const bool wait = std::any_of(sequences.begin(), sequences.begin() + static_cast<std::ptrdiff_t>(i),
+                                        [&](const Sequence& earlier) {
+                                          const auto& prompt = requests[earlier.request].prompt;
+                                          return !earlier.done && earlier.prefilled < prompt.size() &&
+                                                 ShareFirstBlock(prompt, r.prompt, bs);
+                                        });
+          if (wait) continue;
+          cached_tokens += static_cast<int>(take_cached_prefix(s));
+        }
+        s.started = true;
         SequencePlan p;
         p.sequence_id = static_cast<int64_t>(i);
         p.block_table = s.blocks;
@@ -96,6 +149,7 @@ Result<std::vector<GenerationOutput>> Generator::Run(const std::vector<Generatio
           p.tokens.assign(r.prompt.begin() + s.prefilled, r.prompt.begin() + s.prefilled + chunk);
           p.start_position = static_cast<int32_t>(s.prefilled);
           p.want_logits = s.prefilled + chunk == r.prompt.size();
+          prompt_tokens_fed += static_cast<int>(chunk);
         }
         budget -= static_cast<int>(p.tokens.size());
         plan.sequences.push_back(std::move(p));
@@ -113,7 +167,10 @@ Result<std::vector<GenerationOutput>> Generator::Run(const std::vector<Generatio
     for (size_t k = 0; k < planned.size(); ++k) {
       Sequence& s = sequences[planned[k]];
       const GenerationRequest& r = requests[s.request];
-      if (s.prefilled < r.prompt.size()) s.prefilled += plan.sequences[k].tokens.size();
+      if (s.prefilled < r.prompt.size()) {
+        s.prefilled += plan.sequences[k].tokens.size();
+        if (options.prefix_caching) cache_prefilled(s);
+      }
       if (!plan.sequences[k].want_logits) continue;
       GenerationOutput& out = outputs[planned[k]];
       out.tokens.push_back(result->tokens[row++]);
@@ -128,6 +185,11 @@ Result<std::vector<GenerationOutput>> Generator::Run(const std::vector<Generatio
         release(s);
       }
     }
+    // The engine counts one-token chunks as decode; a prompt's last token after a cached prefix
+    // is prompt work, and the Generator knows which entries are prompt chunks.
+    result->trace.prefill_tokens = prompt_tokens_fed;
+    result->trace.decode_tokens = plan.token_count() - prompt_tokens_fed;
+    result->trace.cached_tokens = cached_tokens;
     if (traces) traces->push_back(std::move(result->trace));
   }
   return outputs;

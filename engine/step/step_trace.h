@@ -71,6 +71,7 @@ struct StepTrace {
   int64_t step_id = 0;
   int prefill_tokens = 0;
   int decode_tokens = 0;
+  int cached_tokens = 0;    // prompt tokens whose KV this step took from the prefix cache (not computed)
   int batch_size = 0;       // sequences in the step
   bool per_op = true;       // the ranks recorded every op (false: only their totals; --trace-every)
   int64_t step_ns = 0;      // engine wall time for the step (plan handed out -> results back)

@@ -27,6 +27,8 @@ TraceSummary Summarize(const std::vector<StepTrace>& steps) {
   int64_t comm_ns = 0, forward_ns = 0, host_ns = 0, decode_wall_ns = 0;
   for (const StepTrace& step : steps) {
     ++s.steps;
+    s.prefill_tokens += step.prefill_tokens;
+    s.cached_tokens += step.cached_tokens;
     if (!IsDecodeOnly(step)) {
       ++s.prefill_steps;
       s.prefill_s += step.step_ns * 1e-9;
@@ -80,6 +82,9 @@ std::string FormatProfile(const std::vector<StepTrace>& steps) {
                 static_cast<long long>(summary.decode_tokens), summary.decode_tokens_per_s,
                 summary.mean_decode_step_ms);
   out += line;
+  std::snprintf(line, sizeof(line), "prompt tokens: %lld computed, %lld taken from the prefix cache\n",
+                static_cast<long long>(summary.prefill_tokens), static_cast<long long>(summary.cached_tokens));
+  out += line;
   if (summary.decode_steps == 0) return out + "(no decode-only steps to break down)\n";
   std::snprintf(line, sizeof(line),
                 "decode at batch %d: comm %.1f%% of forward time (slowest rank), host %.1f%% of "
@@ -123,6 +128,11 @@ Status WriteChromeTrace(const std::vector<StepTrace>& steps, const std::string& 
   nlohmann::json events = nlohmann::json::array();
   double step_offset_us = 0;
   for (const StepTrace& step : steps) {
+    // A counter track per step: prompt tokens computed against prompt tokens reused from the
+    // prefix cache, and decode tokens.
+    events.push_back({{"name", "tokens"}, {"ph", "C"}, {"ts", step_offset_us}, {"pid", 0},
+                      {"args", {{"prefilled", step.prefill_tokens}, {"reused (prefix cache)", step.cached_tokens},
+                                {"decoded", step.decode_tokens}}}});
     for (const RankTrace& rank : step.ranks) {
       for (const OpRecord& op : rank.ops) {
         nlohmann::json event = {{"name", std::string(OpName(op.op))},

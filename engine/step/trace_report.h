@@ -17,6 +17,8 @@ struct TraceSummary {
   int prefill_steps = 0;
   int decode_steps = 0;       // steps with decode tokens only
   int64_t decode_tokens = 0;
+  int64_t prefill_tokens = 0;  // prompt tokens computed
+  int64_t cached_tokens = 0;   // prompt tokens taken from the prefix cache instead
   double prefill_s = 0;       // wall time of steps that carried prompt tokens
   double decode_s = 0;        // wall time of decode-only steps
   double decode_tokens_per_s = 0;
