@@ -167,6 +167,28 @@ TEST_F(Server, ConcurrentStreamsEqualTheSamePromptsRunOneAtATime) {
   EXPECT_GT(Stats().max_batch_seen(), 1u) << "the streams never shared a step";
 }
 
+// Issue 32: a prompt sent again is served from the prefix cache (Stats and /metrics count it in
+// tokens, over real gRPC and real HTTP) and answers what it answered the first time.
+TEST_F(Server, ARepeatedPromptHitsThePrefixCacheAndAnswersTheSame) {
+  auto stub = Stub();
+  const std::string prompt = "Prefix caching: " + std::string(200, 'a') + " the end";
+  const v1::StatsResponse before = Stats();
+  const double metric_before = MetricSum(server_->metrics_port(), "tpserve_prefix_cache_hits_total");
+  Outcome first = Generate(*stub, Greedy(prompt, 6));
+  Outcome second = Generate(*stub, Greedy(prompt, 6));
+  ASSERT_TRUE(first.status.ok() && second.status.ok()) << first.status.error_message() << second.status.error_message();
+  EXPECT_EQ(second.ids, first.ids);
+  const v1::StatsResponse after = Stats();
+  const uint64_t prompt_tokens = second.last.prompt_tokens();
+  // The second request found every full block of its prompt but the one holding its last token.
+  EXPECT_GE(after.prefix_cache_hits() - before.prefix_cache_hits(), prompt_tokens - 16);
+  EXPECT_LT(after.prefix_cache_hits() - before.prefix_cache_hits(), prompt_tokens);
+  EXPECT_EQ(after.prefix_cache_queries() - before.prefix_cache_queries(), 2 * prompt_tokens);
+  EXPECT_GT(after.kv_blocks_cached(), 0);
+  EXPECT_EQ(MetricSum(server_->metrics_port(), "tpserve_prefix_cache_hits_total") - metric_before,
+            static_cast<double>(after.prefix_cache_hits() - before.prefix_cache_hits()));
+}
+
 TEST_F(Server, BadRequestsFailAloneNamingTheField) {
   auto stub = Stub();
   struct Case {
