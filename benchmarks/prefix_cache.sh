@@ -14,31 +14,15 @@ BUILD="${1:-$REPO/build}"
 ROUNDS="${2:-3}"
 TPSERVE="$BUILD/server/tpserve"
 WORK="$(mktemp -d)"
-SERVER=""
-stop_server() {
-  if [[ -n "$SERVER" ]]; then
-    kill -TERM "$SERVER" 2>/dev/null || true
-    wait "$SERVER" 2>/dev/null || true
-    SERVER=""
-  fi
-}
+# shellcheck source=scripts/serve_background.sh
+source "$REPO/scripts/serve_background.sh"
 trap 'stop_server; rm -rf "$WORK"' EXIT
-
-# Starts serve with --prefix-caching $1; sets TARGET.
-start_server() {
-  "$TPSERVE" serve --model small --load-format dummy --device cpu --port 0 --metrics-port 0 \
-    --prefix-caching "$1" 2>"$WORK/serve.log" &
-  SERVER=$!
-  for _ in $(seq 1 600); do grep -q "tpserve ready:" "$WORK/serve.log" && break; sleep 0.1; done
-  TARGET="$(sed -n 's/.*tpserve ready: grpc \([0-9.:]*\) .*/\1/p' "$WORK/serve.log")"
-  [[ -n "$TARGET" ]] || { cat "$WORK/serve.log" >&2; exit 1; }
-}
 
 # loadgen against a fresh server with --prefix-caching $1, the rest of the arguments loadgen's.
 measure() {
   local caching="$1" out="$2"
   shift 2
-  start_server "$caching"
+  start_server "$WORK/serve.log" "$TPSERVE" --model small --load-format dummy --device cpu --prefix-caching "$caching"
   "$TPSERVE" loadgen --server "$TARGET" "$@" --json >"$out" 2>/dev/null
   stop_server
 }

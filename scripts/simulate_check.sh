@@ -18,14 +18,8 @@ RATES="${3:-1,2,4,8,16}"
 REQUESTS="${4:-40}"
 TPSERVE="$BUILD/server/tpserve"
 WORK="$(mktemp -d)"
-SERVER=""
-stop_server() {
-  if [[ -n "$SERVER" ]]; then
-    kill -TERM "$SERVER" 2>/dev/null || true
-    wait "$SERVER" 2>/dev/null || true
-    SERVER=""
-  fi
-}
+# shellcheck source=scripts/serve_background.sh
+source "$REPO/scripts/serve_background.sh"
 trap 'stop_server; rm -rf "$WORK"' EXIT
 # The workload and the scheduler, the same flags for loadgen / serve and for the simulation.
 WORKLOAD=(--rate "$RATES" --requests "$REQUESTS" --prompt-tokens 32-96 --output-tokens 32 --seed 7)
@@ -36,14 +30,10 @@ echo "simulate_check: $(date -u +%Y-%m-%dT%H:%MZ), model $MODEL (dummy weights),
 "$REPO/scripts/calibrate_cpu_profile.sh" "$TPSERVE" "$MODEL" "$WORK"
 
 for tp in 1 2; do
-  "$TPSERVE" serve --model "$MODEL" --load-format dummy --device cpu --tp "$tp" --port 0 --metrics-port 0 \
-    "${SCHEDULER[@]}" 2>"$WORK/serve$tp.log" &
-  SERVER=$!
-  for _ in $(seq 1 600); do grep -q "tpserve ready:" "$WORK/serve$tp.log" && break; sleep 0.1; done
-  target="$(sed -n 's/.*tpserve ready: grpc \([0-9.:]*\) .*/\1/p' "$WORK/serve$tp.log")"
-  [[ -n "$target" ]] || { cat "$WORK/serve$tp.log" >&2; exit 1; }
-  echo "simulate_check: TP=$tp, loadgen against $target" >&2
-  "$TPSERVE" loadgen --server "$target" "${WORKLOAD[@]}" --json >"$WORK/measured$tp.json" 2>/dev/null
+  start_server "$WORK/serve$tp.log" "$TPSERVE" --model "$MODEL" --load-format dummy --device cpu --tp "$tp" \
+    "${SCHEDULER[@]}"
+  echo "simulate_check: TP=$tp, loadgen against $TARGET" >&2
+  "$TPSERVE" loadgen --server "$TARGET" "${WORKLOAD[@]}" --json >"$WORK/measured$tp.json" 2>/dev/null
   # The server's KV cache, so that the simulation has the same one.
   blocks="$(sed -n 's/.* \([0-9]*\) KV blocks of .*/\1/p' "$WORK/serve$tp.log" | head -1)"
   stop_server
