@@ -38,8 +38,11 @@ struct PlanTarget {
   planner::HardwareProfile profile;
   int activation_bytes = 2;
 };
+// `calibration`: --calibration default|none|FILE (planner/engine_calibration.h).
 std::optional<PlanTarget> ResolvePlanTarget(const char* command, const ModelSource& model, const std::string& hardware,
-                                            const std::string& activation_dtype);
+                                            const std::string& activation_dtype, const std::string& calibration);
+// Registers --calibration into `calibration` (plan and plan simulate).
+void AddCalibrationFlag(CLI::App* cmd, std::string* calibration);
 #if defined(TPSERVE_WITH_GRPC)
 void AddServeCommand(CLI::App& app, CommandAction* action);
 void AddClientCommand(CLI::App& app, CommandAction* action);

@@ -8,8 +8,10 @@
 #include "model/model_directory.h"
 #include "model/model_maker.h"
 #include "planner/calibrate.h"
+#include "planner/engine_calibration.h"
 #include "planner/plan.h"
 #include "cli/commands.h"
+#include "planner/engine_calibration.h"
 
 namespace tpserve {
 namespace {
@@ -17,6 +19,7 @@ namespace {
 struct PlanCommandOptions {
   ModelSource model;
   std::string hardware;
+  std::string calibration = "default";
   std::string dtype = "bf16";
   std::string activation_dtype;  // bf16 | f32; default: f32 on a cpu profile (tpserve's CPU path), bf16 on GPUs
   double slo_tpot_ms = 0;
@@ -26,7 +29,8 @@ struct PlanCommandOptions {
 };
 
 int RunPlanCommand(PlanCommandOptions& o) {
-  const std::optional<PlanTarget> target = ResolvePlanTarget("plan", o.model, o.hardware, o.activation_dtype);
+  const std::optional<PlanTarget> target =
+      ResolvePlanTarget("plan", o.model, o.hardware, o.activation_dtype, o.calibration);
   if (!target) return 1;
   o.plan.engine.kv_bytes = target->activation_bytes;
   o.plan.engine.allreduce_bytes = target->activation_bytes;
@@ -68,7 +72,7 @@ std::string Today() {
 }  // namespace
 
 std::optional<PlanTarget> ResolvePlanTarget(const char* command, const ModelSource& model, const std::string& hardware,
-                                            const std::string& activation_dtype) {
+                                            const std::string& activation_dtype, const std::string& calibration) {
   auto shape = ResolveModelShape(model);
   if (!shape.ok()) {
     spdlog::error("{}: --model: {}", command, shape.status().message());
@@ -79,9 +83,20 @@ std::optional<PlanTarget> ResolvePlanTarget(const char* command, const ModelSour
     spdlog::error("{}: {}", command, profile.status().message());
     return std::nullopt;
   }
+  if (auto applied = planner::ApplyEngineCalibration(calibration, &*profile); !applied.ok()) {
+    spdlog::error("{}: --calibration: {}", command, applied.status().message());
+    return std::nullopt;
+  }
   const std::string activations =
       !activation_dtype.empty() ? activation_dtype : profile->device_kind == "cpu" ? "f32" : "bf16";
   return PlanTarget{*std::move(shape), *std::move(profile), activations == "f32" ? 4 : 2};
+}
+
+void AddCalibrationFlag(CLI::App* cmd, std::string* calibration) {
+  cmd->add_option("--calibration", *calibration,
+                  "What engines achieve on a preset's GPU: default (fitted on published engine timings, "
+                  "docs/PLANNER.md), none (the hardware's floor), or a file of the same form")
+      ->capture_default_str();
 }
 
 void AddPlanCommand(CLI::App& app, CommandAction* action) {
@@ -99,6 +114,7 @@ void AddPlanCommand(CLI::App& app, CommandAction* action) {
       ->check(CLI::IsMember(TokenizerNames()))
       ->capture_default_str();
   cmd->add_option("--hardware", o->hardware, "A preset (" + names + ") or a profile file (plan calibrate)");
+  AddCalibrationFlag(cmd, &o->calibration);
   cmd->add_option("--tp", o->plan.tp, "TP degrees")->delimiter(',')->capture_default_str();
   cmd->add_option("--batch", o->plan.batch, "Batch sizes (sequences decoding together)")
       ->delimiter(',')

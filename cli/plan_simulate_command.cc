@@ -18,6 +18,7 @@ namespace {
 struct SimulateCommandOptions {
   ModelSource model;
   std::string hardware;
+  std::string calibration = "default";
   std::string dtype = "bf16";
   std::string activation_dtype;  // bf16 | f32; default: f32 on a cpu profile, bf16 on GPUs
   WorkloadOptions workload;
@@ -51,7 +52,8 @@ Result<std::vector<SimulatedRequest>> WorkloadLengths(const SimulateCommandOptio
 }
 
 int RunSimulateCommand(SimulateCommandOptions& o) {
-  const std::optional<PlanTarget> target = ResolvePlanTarget("plan simulate", o.model, o.hardware, o.activation_dtype);
+  const std::optional<PlanTarget> target =
+      ResolvePlanTarget("plan simulate", o.model, o.hardware, o.activation_dtype, o.calibration);
   if (!target) return 1;
   auto requests = WorkloadLengths(o, target->shape.vocab_size);
   if (!requests.ok()) {
@@ -95,6 +97,7 @@ void AddPlanSimulateCommand(CLI::App* plan, CommandAction* action) {
       ->capture_default_str();
   cmd->add_option("--hardware", o->hardware, "A preset (" + names + ") or a profile file (plan calibrate)")
       ->required();
+  AddCalibrationFlag(cmd, &o->calibration);
   cmd->add_option("--tp", o->plan.tp, "TP degrees")->delimiter(',')->capture_default_str();
   cmd->add_option("--replicas", o->plan.replicas, "Replica counts (requests split round-robin)")
       ->delimiter(',')

@@ -82,6 +82,9 @@ struct HardwareProfile {
   std::optional<InterNodeFabric> inter_node;  // absent: TP cannot span nodes
   std::vector<CollectiveFit> collective_fits;
   std::map<std::string, std::string> sources;  // what each group of numbers comes from
+  // Which engine calibration the numbers carry (ApplyEngineCalibration; reports print it). Not a
+  // field of profile files.
+  std::string calibration;
 };
 
 // Field errors name `source` and the field, e.g. "h100-sxm.json: fabric.intra_node.links: ...".

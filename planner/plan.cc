@@ -132,6 +132,7 @@ std::string FormatPlan(const PlanReport& r) {
                            r.profile.collective_fits.empty()
                                ? (std::string("NCCL ") + kNcclTuningVersion + " tuning model").c_str()
                                : "fitted from measurements (plan calibrate), NCCL's model elsewhere");
+  if (!r.profile.calibration.empty()) out += "calibration: " + r.profile.calibration + "\n";
   out += "  tp batch context  step_ms  tok/s  tok/s/dev   gemm  attn  allred  lmhead  logits  layer  launch  host  comm%   "
          "AR_us      fits  max_batch  GB/dev\n";
   for (const DecodePrediction& row : r.rows) {
@@ -172,7 +173,7 @@ std::string PlanJson(const PlanReport& r) {
     recs.push_back({{"kind", rec.kind}, {"batch", rec.batch}, {"context", rec.context}, {"tp", rec.tp},
                     {"replicas", rec.replicas}, {"reason", rec.reason}});
   }
-  nlohmann::json out = {{"model", r.model}, {"hardware", r.profile.name},
+  nlohmann::json out = {{"model", r.model}, {"hardware", r.profile.name}, {"calibration", r.profile.calibration},
                         {"dtype", r.options.weight_bytes == 1 ? "fp8" : "bf16"},
                         {"nccl_tuning_version", kNcclTuningVersion}, {"rows", rows},
                         {"skipped", r.skipped}, {"recommendations", recs}};

@@ -193,6 +193,7 @@ std::string FormatServingPlan(const ServingPlanReport& r) {
   }
   out += fmt::format("\n{} on {} ({}): predicted serving, {} requests per load level\n", r.model, r.profile.name,
                      r.profile.description, r.runs.front().report.sent);
+  if (!r.profile.calibration.empty()) out += "calibration: " + r.profile.calibration + "\n";
   out += "  config               GPUs  load              req/s    tok/s  TTFT p50/p99 ms   TPOT p50/p99 ms  "
          "goodput  /GPU    within SLO\n";
   for (const ServingRun& run : r.runs) {
@@ -232,6 +233,7 @@ std::string ServingPlanJson(const ServingPlanReport& r) {
   nlohmann::json out = {
       {"model", r.model},
       {"hardware", r.profile.name},
+      {"calibration", r.profile.calibration},
       {"slo", {{"ttft_ms", o.slo.ttft_ms}, {"tpot_ms", o.slo.tpot_ms}, {"attainment", o.slo_attainment}}},
       {"scheduler",
        {{"max_batch_size", o.serving.scheduler.max_batch_size},

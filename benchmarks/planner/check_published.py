@@ -33,7 +33,10 @@ def step_ms(p):
 
 
 def predict(p, hardware):
-    out = subprocess.run([tpserve, "plan", "--model", p["model"], "--hardware", hardware, "--tp", str(p["tp"]),
+    # Presets at the hardware's floor (--calibration none): the per-engine calibrations below are
+    # profile files that carry their own numbers.
+    out = subprocess.run([tpserve, "plan", "--model", p["model"], "--hardware", hardware, "--calibration", "none",
+                          "--tp", str(p["tp"]),
                           "--batch", str(p["batch"]), "--context", str(p["context"]),
                           "--dtype", "fp8" if p.get("dtype") == "fp8" else "bf16", "--json"],
                          capture_output=True, text=True, check=True)

@@ -25,7 +25,8 @@ points = json.load(open(here / "published_prefill.json"))["points"]
 
 def predict_ttft_ms(p, hardware):
     tokens = p["prompt_tokens"]
-    out = subprocess.run([tpserve, "plan", "simulate", "--model", p["model"], "--hardware", hardware, "--tp", str(p["tp"]),
+    out = subprocess.run([tpserve, "plan", "simulate", "--model", p["model"], "--hardware", hardware,
+                          "--calibration", "none", "--tp", str(p["tp"]),
                           "--dtype", "fp8" if p["dtype"] == "fp8" else "bf16", "--requests", "1", "--rate", "1",
                           "--prompt-tokens", str(tokens), "--output-tokens", "1",
                           "--max-batched-tokens", str(max(tokens, 2048)), "--json"],

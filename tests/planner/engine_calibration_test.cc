@@ -1,0 +1,70 @@
+// Issue 33: the presets' default engine calibration (planner/calibrations/engines.json).
+#include "planner/engine_calibration.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+namespace tpserve::planner {
+namespace {
+
+using ::testing::HasSubstr;
+
+TEST(EngineCalibration, EveryPresetHasADefaultThatReplacesItsFloor) {
+  for (const std::string& name : HardwareProfileNames()) {
+    auto floor = LoadHardwareProfile(name);
+    ASSERT_TRUE(floor.ok()) << name;
+    HardwareProfile calibrated = *floor;
+    auto line = ApplyEngineCalibration("default", &calibrated);
+    ASSERT_TRUE(line.ok()) << name << ": " << line.status().ToString();
+    EXPECT_THAT(*line, HasSubstr("default engine calibration for " + name)) << "a preset without a default";
+    EXPECT_EQ(calibrated.calibration, *line);
+    // What engines achieve is below the datasheet: some per-layer time or a lower efficiency.
+    EXPECT_TRUE(calibrated.layer_us > 0 || calibrated.memory_efficiency < 1 || calibrated.compute_efficiency < 1)
+        << name;
+    EXPECT_LE(calibrated.compute_efficiency, 1.0) << name;
+    EXPECT_EQ(calibrated.memory_efficiency, calibrated.attention_efficiency) << name;
+    // none keeps the floor.
+    HardwareProfile kept = *floor;
+    ASSERT_TRUE(ApplyEngineCalibration("none", &kept).ok());
+    EXPECT_EQ(kept.layer_us, floor->layer_us);
+    EXPECT_EQ(kept.compute_efficiency, floor->compute_efficiency);
+    EXPECT_THAT(kept.calibration, HasSubstr("floor"));
+  }
+}
+
+TEST(EngineCalibration, AFileCalibratesTheGpusItNamesAndBadOnesAreNamed) {
+  const std::filesystem::path path = std::filesystem::temp_directory_path() / "tpserve_engine_calibration_test.json";
+  std::ofstream(path) << R"({"profiles": {"h100-sxm": {"efficiency": {"memory": 0.8, "compute": 0.5,
+      "compute_half_rows": 64}, "overheads": {"layer_us": 40}, "fitted_on": "my runs"}}})";
+  auto h100 = LoadHardwareProfile("h100-sxm");
+  ASSERT_TRUE(h100.ok());
+  auto line = ApplyEngineCalibration(path.string(), &*h100);
+  ASSERT_TRUE(line.ok()) << line.status().ToString();
+  EXPECT_THAT(*line, HasSubstr("my runs"));
+  EXPECT_EQ(h100->memory_efficiency, 0.8);
+  EXPECT_EQ(h100->attention_efficiency, 0.8);
+  EXPECT_EQ(h100->compute_efficiency, 0.5);
+  EXPECT_EQ(h100->compute_half_rows, 64);
+  EXPECT_EQ(h100->layer_us, 40);
+  auto a10 = LoadHardwareProfile("a10-pcie");
+  ASSERT_TRUE(a10.ok());
+  const double layer_us = a10->layer_us;
+  auto other = ApplyEngineCalibration(path.string(), &*a10);
+  ASSERT_TRUE(other.ok());
+  EXPECT_THAT(*other, HasSubstr("has no entry for a10-pcie"));
+  EXPECT_EQ(a10->layer_us, layer_us);
+  std::ofstream(path) << R"({"profiles": {"h100-sxm": {"efficiency": {"memory": 7, "compute": 0.5,
+      "compute_half_rows": 64}, "overheads": {"layer_us": 40}}}})";
+  auto bad = ApplyEngineCalibration(path.string(), &*h100);
+  std::filesystem::remove(path);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(bad.status().message(), HasSubstr("profiles.h100-sxm.efficiency.memory"));
+  EXPECT_FALSE(ApplyEngineCalibration("/nonexistent/calibration.json", &*h100).ok());
+}
+
+}  // namespace
+}  // namespace tpserve::planner
