@@ -190,4 +190,4 @@ with tempfile.TemporaryDirectory() as scratch:
     print(f"  all: {len(both)} points, median |error| {100 * statistics.median(both):.1f}%, worst "
           f"{100 * max(both):.1f}%, {sum(1 for v in both if v > 0.5)} worse than 50% (goal: median <= 25%, none > 50%)")
     print(f"  uncalibrated, same points: median |error| {100 * statistics.median(none_all):.1f}%, worst "
-          f"{100 * max(none_all):.1f}%")
+          f"{100 * max(none_all):.1f}%, {sum(1 for v in none_all if v > 0.5)} worse than 50%")
