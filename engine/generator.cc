@@ -14,7 +14,7 @@ struct Sequence {
   bool started = false;  // its prompt has begun (any cached prefix taken)
   bool done = false;
   size_t cached_blocks = 0;  // leading prompt blocks in the prefix cache
-  int32_t cached_parent = KvBlockPool::kNoParent;
+  KvBlockPool::Parent cached_parent;
 };
 
 // Whether two prompts' first full blocks agree (so the later one waits for the earlier's).
@@ -70,7 +70,7 @@ Result<std::vector<GenerationOutput>> Generator::Run(const std::vector<Generatio
       pool.Acquire(*block);
       pool.Free(s.blocks[s.cached_blocks]);
       s.blocks[s.cached_blocks] = *block;
-      s.cached_parent = *block;
+      s.cached_parent = pool.AsParent(*block);
       ++s.cached_blocks;
     }
     s.prefilled = s.cached_blocks * bs;
@@ -81,7 +81,7 @@ Result<std::vector<GenerationOutput>> Generator::Run(const std::vector<Generatio
     const std::vector<int32_t>& prompt = requests[s.request].prompt;
     while ((s.cached_blocks + 1) * bs <= s.prefilled) {
       const std::span<const int32_t> tokens(prompt.data() + s.cached_blocks * bs, bs);
-      s.cached_parent = pool.Cache(s.blocks[s.cached_blocks], s.cached_parent, tokens);
+      s.cached_parent = pool.AsParent(pool.Cache(s.blocks[s.cached_blocks], s.cached_parent, tokens));
       ++s.cached_blocks;
     }
   };

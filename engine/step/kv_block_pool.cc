@@ -33,10 +33,6 @@ void KvBlockPool::Free(int32_t block) {
   }
 }
 
-KvBlockPool::Key KvBlockPool::KeyOf(int32_t parent, std::span<const int32_t> tokens) const {
-  return {parent, parent == kNoParent ? 0 : blocks_[parent].generation, {tokens.begin(), tokens.end()}};
-}
-
 uint64_t KvBlockPool::HashOf(const Key& key) {
   // FNV-1a over the parent, its generation and the tokens: only a bucket; matches compare keys.
   uint64_t h = 1469598103934665603ull;
@@ -46,14 +42,14 @@ uint64_t KvBlockPool::HashOf(const Key& key) {
       h *= 1099511628211ull;
     }
   };
-  mix(static_cast<uint64_t>(static_cast<uint32_t>(key.parent)));
-  mix(key.parent_generation);
+  mix(static_cast<uint64_t>(static_cast<uint32_t>(key.parent.block)));
+  mix(key.parent.generation);
   for (int32_t token : key.tokens) mix(static_cast<uint64_t>(static_cast<uint32_t>(token)));
   return h;
 }
 
-std::optional<int32_t> KvBlockPool::Find(int32_t parent, std::span<const int32_t> tokens) const {
-  const Key key = KeyOf(parent, tokens);
+std::optional<int32_t> KvBlockPool::Find(const Parent& parent, std::span<const int32_t> tokens) const {
+  const Key key{parent, {tokens.begin(), tokens.end()}};
   auto [first, last] = index_.equal_range(HashOf(key));
   for (auto it = first; it != last; ++it) {
     if (blocks_[it->second].key == key) return it->second;
@@ -66,11 +62,11 @@ void KvBlockPool::Acquire(int32_t block) {
   if (b.references++ == 0) idle_.erase(b.idle);
 }
 
-int32_t KvBlockPool::Cache(int32_t block, int32_t parent, std::span<const int32_t> tokens) {
+int32_t KvBlockPool::Cache(int32_t block, const Parent& parent, std::span<const int32_t> tokens) {
   if (blocks_[block].cached) return block;
   if (std::optional<int32_t> existing = Find(parent, tokens)) return *existing;
   Block& b = blocks_[block];
-  b.key = KeyOf(parent, tokens);
+  b.key = Key{parent, {tokens.begin(), tokens.end()}};
   b.cached = true;
   index_.emplace(HashOf(b.key), block);
   ++index_size_;

@@ -5,8 +5,8 @@
 // left, so cached prefixes stay until the pool needs their room.
 //
 // A cached block is identified exactly, never by a hash alone: by the block before it in its
-// sequence (its id and generation, which changes whenever that block is evicted and reused) and
-// its own tokens. A lookup walks a prompt's blocks from its first, so a block matches only when
+// sequence (its id and its generation then; the generation changes whenever that block is evicted
+// and reused) and its own tokens. A lookup walks a prompt's blocks from its first, so a block matches only when
 // every token before it matched too, and two prompts share a block only when they agree on every
 // token up to its end. Batch-invariant kernels then make the shared KV bitwise the KV that
 // recomputing it would give. The ids are global: every rank stores its own heads of each block.
@@ -35,15 +35,26 @@ class KvBlockPool {
   // Drops a reference. At zero a cached block stays cached (idle, evictable); any other is free.
   void Free(int32_t block);
 
-  // The cached block that follows `parent` (kNoParent: a sequence's first) with these tokens.
-  std::optional<int32_t> Find(int32_t parent, std::span<const int32_t> tokens) const;
+  // A block as a parent: its id and its generation when it held the content a child follows. A
+  // sequence records it when it takes or caches a block, so that a parent evicted and reused later
+  // (its generation bumped) never leads a lookup to this sequence's children.
+  struct Parent {
+    int32_t block = kNoParent;
+    uint64_t generation = 0;
+    bool operator==(const Parent&) const = default;
+  };
+  // `block` as a parent now (it must be cached, or referenced by the caller).
+  Parent AsParent(int32_t block) const { return {block, blocks_[block].generation}; }
+
+  // The cached block that follows `parent` ({} : a sequence's first) with these tokens.
+  std::optional<int32_t> Find(const Parent& parent, std::span<const int32_t> tokens) const;
   // Another reference to a block Find returned (an idle one leaves the eviction order).
   void Acquire(int32_t block);
   // Caches a referenced, uncached block whose KV now holds `tokens` after `parent`. Returns the
   // block that stands for this content from now on: `block`, or an equal one cached before it
   // (then `block` stays uncached and is freed as usual when its references end). A block that is
   // cached already keeps its content and is returned.
-  int32_t Cache(int32_t block, int32_t parent, std::span<const int32_t> tokens);
+  int32_t Cache(int32_t block, const Parent& parent, std::span<const int32_t> tokens);
 
   // Blocks Allocate can hand out: free ones and idle cached ones.
   int free_blocks() const { return static_cast<int>(free_.size() + idle_.size()); }
@@ -59,8 +70,7 @@ class KvBlockPool {
 
  private:
   struct Key {
-    int32_t parent = kNoParent;
-    uint64_t parent_generation = 0;
+    Parent parent;
     std::vector<int32_t> tokens;
     bool operator==(const Key&) const = default;
   };
@@ -72,7 +82,6 @@ class KvBlockPool {
     std::list<int32_t>::iterator idle;   // while cached with no references
   };
 
-  Key KeyOf(int32_t parent, std::span<const int32_t> tokens) const;
   static uint64_t HashOf(const Key& key);
   void Uncache(int32_t block);
 

@@ -29,7 +29,7 @@ void Scheduler::FreeBlocks(ScheduledSequence& s) {
   for (auto block = s.blocks.rbegin(); block != s.blocks.rend(); ++block) pool_->Free(*block);
   s.blocks.clear();
   s.cached_blocks = 0;
-  s.cached_parent = KvBlockPool::kNoParent;
+  s.cached_parent = {};
 }
 
 size_t Scheduler::TakeCachedPrefix(ScheduledSequence& s) {
@@ -42,7 +42,7 @@ size_t Scheduler::TakeCachedPrefix(ScheduledSequence& s) {
     if (!block) break;
     pool_->Acquire(*block);
     s.blocks.push_back(*block);
-    s.cached_parent = *block;
+    s.cached_parent = pool_->AsParent(*block);
   }
   s.cached_blocks = s.blocks.size();
   s.computed = s.blocks.size() * block_size;
@@ -54,7 +54,7 @@ void Scheduler::CacheComputedBlocks(ScheduledSequence& s) {
   const size_t block_size = static_cast<size_t>(options_.block_size);
   while ((s.cached_blocks + 1) * block_size <= s.computed && s.cached_blocks < s.blocks.size()) {
     const std::span<const int32_t> tokens(s.tokens.data() + s.cached_blocks * block_size, block_size);
-    s.cached_parent = pool_->Cache(s.blocks[s.cached_blocks], s.cached_parent, tokens);
+    s.cached_parent = pool_->AsParent(pool_->Cache(s.blocks[s.cached_blocks], s.cached_parent, tokens));
     ++s.cached_blocks;
   }
 }

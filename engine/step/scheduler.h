@@ -37,7 +37,7 @@ struct ScheduledSequence {
   // Prefix caching: the leading full blocks that are cached (found at admission or cached as they
   // filled), and the block that stands for the last of them (the parent of the next one cached).
   size_t cached_blocks = 0;
-  int32_t cached_parent = KvBlockPool::kNoParent;
+  KvBlockPool::Parent cached_parent;
 
   size_t generated() const { return tokens.size() - prompt_length; }
 };

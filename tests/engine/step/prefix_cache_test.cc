@@ -11,6 +11,9 @@
 namespace tpserve {
 namespace {
 
+using Parent = KvBlockPool::Parent;
+constexpr Parent kRoot{};
+
 std::vector<int32_t> Tokens(int first, int count) {
   std::vector<int32_t> tokens;
   for (int i = 0; i < count; ++i) tokens.push_back(first + i);
@@ -21,18 +24,18 @@ TEST(KvBlockPool, ACachedBlockOutlivesItsReferencesUntilThePoolNeedsIt) {
   KvBlockPool pool(3);
   const std::vector<int32_t> a = Tokens(10, 4), b = Tokens(20, 4);
   const int32_t first = *pool.Allocate();
-  EXPECT_EQ(pool.Cache(first, KvBlockPool::kNoParent, a), first);
+  EXPECT_EQ(pool.Cache(first, kRoot, a), first);
   const int32_t second = *pool.Allocate();
-  EXPECT_EQ(pool.Cache(second, first, b), second);
-  EXPECT_FALSE(pool.Find(KvBlockPool::kNoParent, b).has_value());  // b only after a
-  EXPECT_FALSE(pool.Find(second, b).has_value());
-  EXPECT_EQ(pool.Find(first, b), second);
+  EXPECT_EQ(pool.Cache(second, pool.AsParent(first), b), second);
+  EXPECT_FALSE(pool.Find(kRoot, b).has_value());  // b only after a
+  EXPECT_FALSE(pool.Find(pool.AsParent(second), b).has_value());
+  EXPECT_EQ(pool.Find(pool.AsParent(first), b), second);
   pool.Free(first);
   pool.Free(second);
   EXPECT_EQ(pool.free_blocks(), 3);  // idle cached blocks count as free
   EXPECT_EQ(pool.cached_blocks(), 2);
   // Another sequence takes the cached prefix: references, not copies.
-  pool.Acquire(*pool.Find(KvBlockPool::kNoParent, a));
+  pool.Acquire(*pool.Find(kRoot, a));
   EXPECT_EQ(pool.references(first), 1);
   EXPECT_EQ(pool.free_blocks(), 2);
   // The pool needs room: the never-cached block first, then the least recently used idle one
@@ -42,7 +45,7 @@ TEST(KvBlockPool, ACachedBlockOutlivesItsReferencesUntilThePoolNeedsIt) {
   EXPECT_NE(fresh, second);
   EXPECT_EQ(pool.Allocate(), second);
   EXPECT_FALSE(pool.Allocate().has_value());
-  EXPECT_FALSE(pool.Find(first, b).has_value());  // evicted with its content
+  EXPECT_FALSE(pool.Find(pool.AsParent(first), b).has_value());  // evicted with its content
   EXPECT_EQ(pool.cached_blocks(), 1);
   EXPECT_TRUE(pool.CheckInvariants().ok()) << pool.CheckInvariants().ToString();
 }
@@ -51,11 +54,11 @@ TEST(KvBlockPool, EqualContentIsCachedOnceAndAReusedParentOrphansItsChildren) {
   KvBlockPool pool(4);
   const std::vector<int32_t> a = Tokens(1, 4), b = Tokens(5, 4);
   const int32_t one = *pool.Allocate(), two = *pool.Allocate();
-  EXPECT_EQ(pool.Cache(one, KvBlockPool::kNoParent, a), one);
-  EXPECT_EQ(pool.Cache(two, KvBlockPool::kNoParent, a), one);  // computed twice, cached once
+  EXPECT_EQ(pool.Cache(one, kRoot, a), one);
+  EXPECT_EQ(pool.Cache(two, kRoot, a), one);  // computed twice, cached once
   EXPECT_EQ(pool.cached_blocks(), 1);
   const int32_t child = *pool.Allocate();
-  pool.Cache(child, one, b);
+  pool.Cache(child, pool.AsParent(one), b);
   pool.Free(two);  // uncached: straight back to the free list
   EXPECT_EQ(pool.references(two), 0);
   pool.Free(child);
@@ -65,10 +68,33 @@ TEST(KvBlockPool, EqualContentIsCachedOnceAndAReusedParentOrphansItsChildren) {
   std::vector<int32_t> taken;
   while (auto block = pool.Allocate()) taken.push_back(*block);
   EXPECT_EQ(pool.cached_blocks(), 0);
-  pool.Cache(one, KvBlockPool::kNoParent, a);  // the same tokens again, but new content for `one`
-  EXPECT_FALSE(pool.Find(one, b).has_value());
+  pool.Cache(one, kRoot, a);  // the same tokens again, but new content for `one`
+  EXPECT_FALSE(pool.Find(pool.AsParent(one), b).has_value());
   for (int32_t block : taken) pool.Free(block);
   EXPECT_TRUE(pool.CheckInvariants().ok()) << pool.CheckInvariants().ToString();
+}
+
+// A sequence that computed a block equal to one cached before it chains its next block after that
+// canonical block, which it does not hold: if the canonical block is evicted and reused for other
+// tokens meanwhile, the next block must not be found after the block's new content.
+TEST(KvBlockPool, AChildNeverFollowsItsParentsLaterContent) {
+  KvBlockPool pool(3);
+  const std::vector<int32_t> a = Tokens(1, 4), b = Tokens(5, 4), other = Tokens(90, 4);
+  const int32_t canonical = *pool.Allocate();  // sequence A's first block
+  pool.Cache(canonical, kRoot, a);
+  const int32_t mine = *pool.Allocate();  // sequence B computed the same tokens into its own block
+  const Parent adopted = pool.AsParent(pool.Cache(mine, kRoot, a));
+  EXPECT_EQ(adopted.block, canonical);
+  const int32_t filler = *pool.Allocate();  // the pool is full: the next allocation evicts
+  pool.Free(canonical);  // A ends; the pool reuses its idle cached block for other content
+  const int32_t reused = *pool.Allocate();
+  ASSERT_EQ(reused, canonical);
+  pool.Cache(reused, kRoot, other);
+  pool.Free(filler);
+  const int32_t next = *pool.Allocate();  // B's second block, chained after what it adopted
+  pool.Cache(next, adopted, b);
+  EXPECT_FALSE(pool.Find(pool.AsParent(reused), b).has_value()) << "found after the parent's new content";
+  EXPECT_TRUE(pool.CheckInvariants().ok());
 }
 
 // Random allocations, frees, lookups and caching against a model of the references the test
@@ -78,7 +104,7 @@ TEST(KvBlockPool, RandomizedStressKeepsTheInvariants) {
   std::mt19937 rng(20261203);
   KvBlockPool pool(24);
   std::map<int32_t, int> held;  // block -> references this test holds
-  std::vector<std::pair<int32_t, std::vector<int32_t>>> cached_as;  // (parent, tokens) it cached
+  std::vector<std::pair<Parent, std::vector<int32_t>>> cached_as;  // (parent, tokens) it cached
   auto pick_held = [&]() -> int32_t {
     auto it = held.begin();
     std::advance(it, std::uniform_int_distribution<size_t>(0, held.size() - 1)(rng));
@@ -101,7 +127,7 @@ TEST(KvBlockPool, RandomizedStressKeepsTheInvariants) {
       // Cache a held block under a parent: a block the test holds, or none; few distinct tokens,
       // so that equal content recurs.
       const int32_t block = pick_held();
-      const int32_t parent = std::uniform_int_distribution<int>(0, 1)(rng) ? pick_held() : KvBlockPool::kNoParent;
+      const Parent parent = std::uniform_int_distribution<int>(0, 1)(rng) ? pool.AsParent(pick_held()) : kRoot;
       const std::vector<int32_t> tokens = Tokens(std::uniform_int_distribution<int>(0, 5)(rng), 4);
       if (pool.cached(block)) {
         ASSERT_EQ(pool.Cache(block, parent, tokens), block) << "op " << op << ": a cached block keeps its content";
@@ -112,7 +138,7 @@ TEST(KvBlockPool, RandomizedStressKeepsTheInvariants) {
       cached_as.emplace_back(parent, tokens);
     } else if (kind == 3 && !cached_as.empty()) {
       const auto& [parent, tokens] = cached_as[std::uniform_int_distribution<size_t>(0, cached_as.size() - 1)(rng)];
-      if (parent != KvBlockPool::kNoParent && !held.count(parent)) continue;  // a parent the test let go
+      if (parent != kRoot && !held.count(parent.block)) continue;  // a parent the test let go
       if (auto found = pool.Find(parent, tokens)) {
         pool.Acquire(*found);
         ++held[*found];
