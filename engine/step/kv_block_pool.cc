@@ -33,28 +33,10 @@ void KvBlockPool::Free(int32_t block) {
   }
 }
 
-uint64_t KvBlockPool::HashOf(const Key& key) {
-  // FNV-1a over the parent, its generation and the tokens: only a bucket; matches compare keys.
-  uint64_t h = 1469598103934665603ull;
-  auto mix = [&](uint64_t v) {
-    for (int byte = 0; byte < 8; ++byte) {
-      h ^= (v >> (8 * byte)) & 0xff;
-      h *= 1099511628211ull;
-    }
-  };
-  mix(static_cast<uint64_t>(static_cast<uint32_t>(key.parent.block)));
-  mix(key.parent.generation);
-  for (int32_t token : key.tokens) mix(static_cast<uint64_t>(static_cast<uint32_t>(token)));
-  return h;
-}
-
 std::optional<int32_t> KvBlockPool::Find(const Parent& parent, std::span<const int32_t> tokens) const {
-  const Key key{parent, {tokens.begin(), tokens.end()}};
-  auto [first, last] = index_.equal_range(HashOf(key));
-  for (auto it = first; it != last; ++it) {
-    if (blocks_[it->second].key == key) return it->second;
-  }
-  return std::nullopt;
+  auto it = index_.find(Key{parent, {tokens.begin(), tokens.end()}});
+  if (it == index_.end()) return std::nullopt;
+  return it->second;
 }
 
 void KvBlockPool::Acquire(int32_t block) {
@@ -68,21 +50,13 @@ int32_t KvBlockPool::Cache(int32_t block, const Parent& parent, std::span<const 
   Block& b = blocks_[block];
   b.key = Key{parent, {tokens.begin(), tokens.end()}};
   b.cached = true;
-  index_.emplace(HashOf(b.key), block);
-  ++index_size_;
+  index_.emplace(b.key, block);
   return block;
 }
 
 void KvBlockPool::Uncache(int32_t block) {
   Block& b = blocks_[block];
-  auto [first, last] = index_.equal_range(HashOf(b.key));
-  for (auto it = first; it != last; ++it) {
-    if (it->second == block) {
-      index_.erase(it);
-      --index_size_;
-      break;
-    }
-  }
+  index_.erase(b.key);
   if (b.references == 0) idle_.erase(b.idle);
   b.cached = false;
   b.key = Key{};
@@ -96,9 +70,9 @@ Status KvBlockPool::CheckInvariants() const {
   std::vector<int> on_free_list(total_, 0), on_idle_list(total_, 0), in_index(total_, 0);
   for (int32_t block : free_) ++on_free_list[block];
   for (int32_t block : idle_) ++on_idle_list[block];
-  for (const auto& [hash, block] : index_) {
+  for (const auto& [key, block] : index_) {
     ++in_index[block];
-    if (hash != HashOf(blocks_[block].key)) return broken(block, "indexed under another key's hash");
+    if (!(key == blocks_[block].key)) return broken(block, "indexed under another block's content");
   }
   for (int32_t block = 0; block < total_; ++block) {
     const Block& b = blocks_[block];
@@ -113,7 +87,6 @@ Status KvBlockPool::CheckInvariants() const {
     }
     if (in_index[block] != (b.cached ? 1 : 0)) return broken(block, "cached and indexed disagree");
   }
-  if (index_size_ != index_.size()) return Status(StatusCode::kInternal, "the cache's size is off");
   return Status::Ok();
 }
 

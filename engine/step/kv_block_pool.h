@@ -4,9 +4,9 @@
 // takes a free block first and evicts the least recently used idle cached block only when none is
 // left, so cached prefixes stay until the pool needs their room.
 //
-// A cached block is identified exactly, never by a hash alone: by the block before it in its
-// sequence (its id and its generation then; the generation changes whenever that block is evicted
-// and reused) and its own tokens. A lookup walks a prompt's blocks from its first, so a block matches only when
+// A cached block is identified exactly, by no hash at all: by the block before it in its sequence
+// (its id and its generation then; the generation changes whenever that block is evicted and
+// reused) and its own tokens. A lookup walks a prompt's blocks from its first, so a block matches only when
 // every token before it matched too, and two prompts share a block only when they agree on every
 // token up to its end. Batch-invariant kernels then make the shared KV bitwise the KV that
 // recomputing it would give. The ids are global: every rank stores its own heads of each block.
@@ -16,7 +16,7 @@
 #include <list>
 #include <optional>
 #include <span>
-#include <unordered_map>
+#include <map>
 #include <vector>
 
 #include "common/status.h"
@@ -41,7 +41,7 @@ class KvBlockPool {
   struct Parent {
     int32_t block = kNoParent;
     uint64_t generation = 0;
-    bool operator==(const Parent&) const = default;
+    auto operator<=>(const Parent&) const = default;
   };
   // `block` as a parent now (it must be cached, or referenced by the caller).
   Parent AsParent(int32_t block) const { return {block, blocks_[block].generation}; }
@@ -58,7 +58,7 @@ class KvBlockPool {
 
   // Blocks Allocate can hand out: free ones and idle cached ones.
   int free_blocks() const { return static_cast<int>(free_.size() + idle_.size()); }
-  int cached_blocks() const { return static_cast<int>(index_size_); }
+  int cached_blocks() const { return static_cast<int>(index_.size()); }
   int total_blocks() const { return total_; }
   int references(int32_t block) const { return blocks_[block].references; }
   bool cached(int32_t block) const { return blocks_[block].cached; }
@@ -72,7 +72,7 @@ class KvBlockPool {
   struct Key {
     Parent parent;
     std::vector<int32_t> tokens;
-    bool operator==(const Key&) const = default;
+    auto operator<=>(const Key&) const = default;
   };
   struct Block {
     int references = 0;
@@ -82,15 +82,15 @@ class KvBlockPool {
     std::list<int32_t>::iterator idle;   // while cached with no references
   };
 
-  static uint64_t HashOf(const Key& key);
   void Uncache(int32_t block);
 
   int total_;
   std::vector<Block> blocks_;
   std::vector<int32_t> free_;  // a stack: the most recently freed block is reused first
   std::list<int32_t> idle_;    // idle cached blocks, least recently used first
-  std::unordered_multimap<uint64_t, int32_t> index_;  // HashOf(key) -> cached blocks
-  size_t index_size_ = 0;
+  // Cached content -> its block. Ordered by the key itself, not hashed: no prompt can be crafted
+  // to make lookups slow (a hash table's buckets can be flooded) or to match another's block.
+  std::map<Key, int32_t> index_;
 };
 
 }  // namespace tpserve
