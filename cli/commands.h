@@ -43,6 +43,10 @@ std::optional<PlanTarget> ResolvePlanTarget(const char* command, const ModelSour
                                             const std::string& activation_dtype, const std::string& calibration);
 // Registers --calibration into `calibration` (plan and plan simulate).
 void AddCalibrationFlag(CLI::App* cmd, std::string* calibration);
+// --kv-cache-dtype auto|bf16|f32|fp8 (plan and plan simulate), and the bytes per KV element it
+// means (auto: the activation dtype's).
+void AddKvCacheDtypeFlag(CLI::App* cmd, std::string* kv_cache_dtype);
+int KvCacheBytes(const std::string& kv_cache_dtype, int activation_bytes);
 #if defined(TPSERVE_WITH_GRPC)
 void AddServeCommand(CLI::App& app, CommandAction* action);
 void AddClientCommand(CLI::App& app, CommandAction* action);

@@ -22,6 +22,7 @@ struct PlanCommandOptions {
   std::string calibration = "default";
   std::string dtype = "bf16";
   std::string activation_dtype;  // bf16 | f32; default: f32 on a cpu profile (tpserve's CPU path), bf16 on GPUs
+  std::string kv_cache_dtype = "auto";
   double slo_tpot_ms = 0;
   bool json = false;
   std::string plot;
@@ -32,7 +33,7 @@ int RunPlanCommand(PlanCommandOptions& o) {
   const std::optional<PlanTarget> target =
       ResolvePlanTarget("plan", o.model, o.hardware, o.activation_dtype, o.calibration);
   if (!target) return 1;
-  o.plan.engine.kv_bytes = target->activation_bytes;
+  o.plan.engine.kv_bytes = KvCacheBytes(o.kv_cache_dtype, target->activation_bytes);
   o.plan.engine.allreduce_bytes = target->activation_bytes;
   o.plan.weight_bytes = o.dtype == "fp8" ? 1 : 2;
   if (o.slo_tpot_ms > 0) o.plan.slo_tpot_ms = o.slo_tpot_ms;
@@ -99,6 +100,21 @@ void AddCalibrationFlag(CLI::App* cmd, std::string* calibration) {
       ->capture_default_str();
 }
 
+void AddKvCacheDtypeFlag(CLI::App* cmd, std::string* kv_cache_dtype) {
+  cmd->add_option("--kv-cache-dtype", *kv_cache_dtype,
+                  "KV cache elements: auto (the activation dtype), bf16, f32 or fp8 (vLLM's --kv-cache-dtype fp8, "
+                  "TensorRT-LLM's FP8 KV cache): the cache's capacity and the bytes attention reads")
+      ->check(CLI::IsMember({"auto", "bf16", "f32", "fp8"}))
+      ->capture_default_str();
+}
+
+int KvCacheBytes(const std::string& kv_cache_dtype, int activation_bytes) {
+  if (kv_cache_dtype == "fp8") return 1;
+  if (kv_cache_dtype == "bf16") return 2;
+  if (kv_cache_dtype == "f32") return 4;
+  return activation_bytes;
+}
+
 void AddPlanCommand(CLI::App& app, CommandAction* action) {
   auto o = std::make_shared<PlanCommandOptions>();
   o->model.assets_dir = DefaultAssetsDir();
@@ -127,6 +143,7 @@ void AddPlanCommand(CLI::App& app, CommandAction* action) {
                   "KV cache and AllReduce elements: bf16 or f32 (default: f32 for a cpu profile, tpserve's CPU "
                   "backend; bf16 for GPUs)")
       ->check(CLI::IsMember({"bf16", "f32"}));
+  AddKvCacheDtypeFlag(cmd, &o->kv_cache_dtype);
   cmd->add_option("--slo-tpot-ms", o->slo_tpot_ms, "Per-token latency bound for the recommendation")
       ->check(CLI::PositiveNumber);
   cmd->add_flag("--json", o->json, "Print one JSON object (schema: docs/API.md)");

@@ -21,6 +21,7 @@ struct SimulateCommandOptions {
   std::string calibration = "default";
   std::string dtype = "bf16";
   std::string activation_dtype;  // bf16 | f32; default: f32 on a cpu profile, bf16 on GPUs
+  std::string kv_cache_dtype = "auto";
   WorkloadOptions workload;
   planner::ServingPlanOptions plan;
   bool json = false;
@@ -60,7 +61,7 @@ int RunSimulateCommand(SimulateCommandOptions& o) {
     spdlog::error("plan simulate: {}", requests.status().message());
     return 1;
   }
-  o.plan.engine.kv_bytes = target->activation_bytes;
+  o.plan.engine.kv_bytes = KvCacheBytes(o.kv_cache_dtype, target->activation_bytes);
   o.plan.engine.allreduce_bytes = target->activation_bytes;
   o.plan.weight_bytes = o.dtype == "fp8" ? 1 : 2;
   o.plan.rates = o.workload.rates;
@@ -106,6 +107,7 @@ void AddPlanSimulateCommand(CLI::App* plan, CommandAction* action) {
   cmd->add_option("--activation-dtype", o->activation_dtype,
                   "KV cache and AllReduce elements: bf16 or f32 (default: f32 for a cpu profile, bf16 for GPUs)")
       ->check(CLI::IsMember({"bf16", "f32"}));
+  AddKvCacheDtypeFlag(cmd, &o->kv_cache_dtype);
   AddWorkloadFlags(cmd, &o->workload);
   cmd->add_option("--slo-attainment", o->plan.slo_attainment,
                   "A configuration meets the SLOs when this share of its requests does")

@@ -6,7 +6,10 @@ each configuration (model, GPU, TP, dtype, input/output lengths, concurrency or 
 once is simulated as N clients with one request each. Scheduler limits: --max-batch-size 256 (vLLM's
 max_num_seqs), --max-batched-tokens 8192.
 
-    benchmarks/planner/check_published_serving.py [path/to/tpserve] [--calibration default|none|FILE]
+    benchmarks/planner/check_published_serving.py [path/to/tpserve] [--calibration default|none|FILE] [--fp8-kv]
+
+--fp8-kv: configurations with fp8 weights keep their KV cache in fp8 too (--kv-cache-dtype fp8), as
+TensorRT-LLM's fp8 profiles usually do; the sources do not say.
 """
 import json
 import pathlib
@@ -18,6 +21,7 @@ here = pathlib.Path(__file__).resolve().parent
 args = [a for a in sys.argv[1:] if not a.startswith("--")]
 tpserve = args[0] if args else str(here.parents[1] / "build/server/tpserve")
 calibration = sys.argv[sys.argv.index("--calibration") + 1] if "--calibration" in sys.argv else "default"
+fp8_kv = "--fp8-kv" in sys.argv
 points = json.load(open(here / "published_serving.json"))["points"]
 
 # Published metric -> (the simulation's field, statistic).
@@ -45,7 +49,8 @@ for k in sorted({key(p) for p in points}):
                           calibration, "--tp", str(tp), "--dtype", "fp8" if dtype == "fp8" else "bf16",
                           "--concurrency", str(n), "--requests", str(requests), "--prompt-tokens", str(inputs),
                           "--output-tokens", str(outputs), "--max-batch-size", "256", "--max-batched-tokens", "8192",
-                          "--json"], capture_output=True, text=True, check=True)
+                          "--kv-cache-dtype", "fp8" if fp8_kv and dtype == "fp8" else "auto", "--json"],
+                         capture_output=True, text=True, check=True)
     runs[k] = json.loads(out.stdout)["runs"][0]
 
 print(f"{'group':<11} {'model':<12} {'hardware':<9} {'tp':>2} {'dtype':<5} {'in/out':>10} {'load':>9} "
@@ -63,7 +68,7 @@ for p in points:
           f"{round(p['input_tokens']):>5}/{round(p['output_tokens']):<4} {load:>9} {p['metric']:<20} "
           f"{p['value']:>10.2f} {simulated:>10.2f} {100 * error:>+6.1f}%")
 
-print(f"\ncalibration: {calibration}")
+print(f"\ncalibration: {calibration}; KV cache: {'fp8 where the weights are fp8' if fp8_kv else 'bf16'}")
 every = []
 for (group, kind), values in sorted(errors.items()):
     every += values
