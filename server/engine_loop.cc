@@ -237,6 +237,15 @@ void EngineLoop::Step() {
   }
 
   const std::vector<SampledToken>& tokens = result->tokens;  // [sequences with want_logits], plan order
+  for (size_t k = 0; k < decision.sequences.size(); ++k) {
+    const ScheduledSequence& s = *decision.sequences[k];
+    // Prompt work: tokens fed before the sequence's first sample (recomputation after a
+    // preemption counts too: it is computed again).
+    if (decision.plan.sequences[k].start_position < static_cast<int32_t>(s.prompt_length)) {
+      metrics_->prompt_tokens += decision.plan.sequences[k].tokens.size();
+    }
+  }
+  metrics_->generation_tokens += tokens.size();
   // Each sequence's share of the step, by its tokens in it.
   const double tokens_in_step = std::max(1, decision.plan.token_count());
   for (const SequencePlan& p : decision.plan.sequences) {
@@ -329,6 +338,7 @@ void EngineLoop::FailAll(const Status& status) {
     // Requests submitted while the failing step ran fail too, rather than run on a broken engine.
     std::lock_guard<std::mutex> lock(mutex_);
     healthy_ = false;
+    metrics_->engine_healthy = 0;
     for (auto& r : inbox_) requests_.emplace(r->id, std::move(r));
     inbox_.clear();
   }

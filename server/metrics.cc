@@ -1,9 +1,14 @@
 #include "server/metrics.h"
 
+#include <chrono>
 #include <cstdio>
 #include <memory>
 
 namespace tpserve {
+
+double NowSeconds() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
 
 Histogram::Histogram(std::vector<double> upper_bounds)
     : upper_bounds_(std::move(upper_bounds)), counts_(upper_bounds_.size() + 1, 0) {}
@@ -125,6 +130,20 @@ std::string ServerMetrics::RenderPrometheus() const {
     Header(&out, name, "counter", help);
     out += std::string(name) + " " + std::to_string(value) + "\n";
   };
+  gauge("tpserve_engine_healthy", "1 while the engine serves; 0 once it failed (the process then exits).",
+        engine_healthy.load());
+  {
+    // Millisecond precision: %.9g would round an epoch time to tens of seconds.
+    Header(&out, "process_start_time_seconds", "gauge", "Start time of the process since the Unix epoch in seconds.");
+    char line[64];
+    std::snprintf(line, sizeof(line), "process_start_time_seconds %.3f\n", process_start_time_seconds);
+    out += line;
+  }
+  counter("tpserve_num_preemptions_total", "Sequences preempted (their KV freed, to be recomputed).",
+          preemptions.load());
+  counter("tpserve_prompt_tokens_total", "Prompt tokens computed (those found in the prefix cache excluded).",
+          prompt_tokens.load());
+  counter("tpserve_generation_tokens_total", "Tokens generated.", generation_tokens.load());
   counter("tpserve_prefix_cache_queries_total", "Prompt tokens looked up in the prefix cache.",
           prefix_cache_queries.load());
   counter("tpserve_prefix_cache_hits_total", "Prompt tokens found in the prefix cache (KV reused).",

@@ -37,6 +37,9 @@ class Histogram {
 std::vector<double> LatencyBuckets();      // 1 ms .. 60 s
 std::vector<double> FineLatencyBuckets();  // 1 µs .. 1 s (collectives, step parts)
 
+// Seconds since the Unix epoch (Prometheus' process_start_time_seconds).
+double NowSeconds();
+
 struct ServerMetrics {
   Histogram time_to_first_token{LatencyBuckets()};
   Histogram inter_token_latency{LatencyBuckets()};
@@ -54,6 +57,12 @@ struct ServerMetrics {
   std::atomic<uint64_t> steps{0};
   std::atomic<uint64_t> preemptions{0};
   std::atomic<uint64_t> max_batch_seen{0};
+  // Monitoring (deploy/monitoring, issue 34): whether the engine serves (1) or has failed (0, the
+  // process exits soon after), when the process started, and token counts.
+  std::atomic<int> engine_healthy{1};
+  const double process_start_time_seconds = NowSeconds();
+  std::atomic<uint64_t> prompt_tokens{0};      // prompt tokens computed (prefix-cache hits excluded)
+  std::atomic<uint64_t> generation_tokens{0};  // tokens sampled
   std::atomic<uint64_t> prefix_cache_queries{0};  // tokens looked up in the prefix cache
   std::atomic<uint64_t> prefix_cache_hits{0};     // tokens found there
   std::atomic<int> kv_blocks_cached{0};

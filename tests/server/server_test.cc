@@ -174,6 +174,8 @@ TEST_F(Server, ARepeatedPromptHitsThePrefixCacheAndAnswersTheSame) {
   const std::string prompt = "Prefix caching: " + std::string(200, 'a') + " the end";
   const v1::StatsResponse before = Stats();
   const double metric_before = MetricSum(server_->metrics_port(), "tpserve_prefix_cache_hits_total");
+  const double prompt_before = MetricSum(server_->metrics_port(), "tpserve_prompt_tokens_total");
+  const double generated_before = MetricSum(server_->metrics_port(), "tpserve_generation_tokens_total");
   Outcome first = Generate(*stub, Greedy(prompt, 6));
   Outcome second = Generate(*stub, Greedy(prompt, 6));
   ASSERT_TRUE(first.status.ok() && second.status.ok()) << first.status.error_message() << second.status.error_message();
@@ -187,6 +189,15 @@ TEST_F(Server, ARepeatedPromptHitsThePrefixCacheAndAnswersTheSame) {
   EXPECT_GT(after.kv_blocks_cached(), 0);
   EXPECT_EQ(MetricSum(server_->metrics_port(), "tpserve_prefix_cache_hits_total") - metric_before,
             static_cast<double>(after.prefix_cache_hits() - before.prefix_cache_hits()));
+  // The token counters (issue 34): both prompts computed but what the cache held; 6 + 6 generated.
+  EXPECT_EQ(MetricSum(server_->metrics_port(), "tpserve_prompt_tokens_total") - prompt_before,
+            static_cast<double>(2 * prompt_tokens - (after.prefix_cache_hits() - before.prefix_cache_hits())));
+  EXPECT_EQ(MetricSum(server_->metrics_port(), "tpserve_generation_tokens_total") - generated_before, 12);
+  EXPECT_EQ(MetricSum(server_->metrics_port(), "tpserve_engine_healthy "), 1);
+  const double started = MetricSum(server_->metrics_port(), "process_start_time_seconds ");
+  const double now = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  EXPECT_LE(started, now);
+  EXPECT_GT(started, now - 3600) << "the server started within the hour";
 }
 
 TEST_F(Server, BadRequestsFailAloneNamingTheField) {
@@ -556,6 +567,7 @@ TEST_P(EngineFault, InFlightGetsUnavailableHealthTurnsNotServingAndTheServerExit
       << server.log();
   auto stub = v1::TpServe::NewStub(grpc::CreateChannel(server.grpc_target(), grpc::InsecureChannelCredentials()));
   EXPECT_EQ(HealthStatus(server.grpc_target()), 1);
+  EXPECT_EQ(MetricSum(server.metrics_port(), "tpserve_engine_healthy "), 1);
   const auto start = std::chrono::steady_clock::now();
   Outcome failed = Generate(*stub, Greedy("this step will fail", 20));
   const double detect_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -570,6 +582,8 @@ TEST_P(EngineFault, InFlightGetsUnavailableHealthTurnsNotServingAndTheServerExit
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   EXPECT_EQ(health, 2);  // NOT_SERVING: load balancers send traffic elsewhere
+  // ... and the gauge an alert watches says so (the process exits 2 s after the failure).
+  EXPECT_EQ(MetricSum(server.metrics_port(), "tpserve_engine_healthy "), 0);
   Outcome after = Generate(*stub, Greedy("anyone there?", 2));
   EXPECT_EQ(after.status.error_code(), grpc::StatusCode::UNAVAILABLE);
   EXPECT_EQ(server.Wait(30), 3) << server.log();  // exits by itself, non-zero, for the supervisor
