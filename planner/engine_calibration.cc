@@ -29,7 +29,7 @@ Result<EngineCalibrations> ParseEngineCalibrations(const json& value, const std:
     return InvalidArgument(source + ": an engine calibration is {\"profiles\": {\"GPU\": {...}, ...}}");
   }
   EngineCalibrations out;
-  out.description = value.value("_about", std::string());
+  if (value.contains("_about") && value.at("_about").is_string()) out.description = value.at("_about").get<std::string>();
   for (const auto& [gpu, entry] : value.at("profiles").items()) {
     const std::string where = source + ": profiles." + gpu;
     EngineCalibration c;
@@ -39,7 +39,10 @@ Result<EngineCalibrations> ParseEngineCalibrations(const json& value, const std:
     ASSIGN_OR_RETURN(c.compute_efficiency, Number(efficiency, "compute", 1e-3, 1.5, where + ".efficiency"));
     ASSIGN_OR_RETURN(c.compute_half_rows, Number(efficiency, "compute_half_rows", 0, 1e6, where + ".efficiency"));
     ASSIGN_OR_RETURN(c.layer_us, Number(overheads, "layer_us", 0, 1e6, where + ".overheads"));
-    c.fitted_on = entry.value("fitted_on", std::string());
+    if (entry.contains("fitted_on")) {
+      if (!entry.at("fitted_on").is_string()) return InvalidArgument(where + ".fitted_on: must be a string");
+      c.fitted_on = entry.at("fitted_on").get<std::string>();
+    }
     out.gpus[gpu] = c;
   }
   return out;

@@ -60,9 +60,14 @@ TEST(EngineCalibration, AFileCalibratesTheGpusItNamesAndBadOnesAreNamed) {
   std::ofstream(path) << R"({"profiles": {"h100-sxm": {"efficiency": {"memory": 7, "compute": 0.5,
       "compute_half_rows": 64}, "overheads": {"layer_us": 40}}}})";
   auto bad = ApplyEngineCalibration(path.string(), &*h100);
-  std::filesystem::remove(path);
   ASSERT_FALSE(bad.ok());
   EXPECT_THAT(bad.status().message(), HasSubstr("profiles.h100-sxm.efficiency.memory"));
+  std::ofstream(path) << R"({"profiles": {"h100-sxm": {"efficiency": {"memory": 0.8, "compute": 0.5,
+      "compute_half_rows": 64}, "overheads": {"layer_us": 40}, "fitted_on": 5}}})";
+  bad = ApplyEngineCalibration(path.string(), &*h100);
+  std::filesystem::remove(path);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(bad.status().message(), HasSubstr("profiles.h100-sxm.fitted_on: must be a string"));
   EXPECT_FALSE(ApplyEngineCalibration("/nonexistent/calibration.json", &*h100).ok());
 }
 
