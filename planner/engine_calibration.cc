@@ -4,45 +4,32 @@
 
 #include "common/bounded_json.h"
 #include "planner/engine_calibration_data.h"
+#include "planner/json_fields.h"
 
 namespace tpserve::planner {
-namespace {
 
 using nlohmann::json;
-
-Result<double> Number(const json& object, const char* key, double min, double max, const std::string& where) {
-  if (!object.is_object() || !object.contains(key)) return InvalidArgument(where + "." + key + ": missing");
-  const json& value = object.at(key);
-  if (!value.is_number()) return InvalidArgument(where + "." + key + ": must be a number");
-  const double v = value.get<double>();
-  if (!(v >= min && v <= max)) {
-    return InvalidArgument(where + "." + key + ": " + std::to_string(v) + " is outside [" + std::to_string(min) +
-                           ", " + std::to_string(max) + "]");
-  }
-  return v;
-}
-
-}  // namespace
 
 Result<EngineCalibrations> ParseEngineCalibrations(const json& value, const std::string& source) {
   if (!value.is_object() || !value.contains("profiles") || !value.at("profiles").is_object()) {
     return InvalidArgument(source + ": an engine calibration is {\"profiles\": {\"GPU\": {...}, ...}}");
   }
   EngineCalibrations out;
-  if (value.contains("_about") && value.at("_about").is_string()) out.description = value.at("_about").get<std::string>();
+  const Fields top(value, source, "");
+  RETURN_IF_ERROR(top.Text("_about", &out.description, false));
+  ASSIGN_OR_RETURN(const Fields profiles, top.Object("profiles"));
   for (const auto& [gpu, entry] : value.at("profiles").items()) {
-    const std::string where = source + ": profiles." + gpu;
+    const std::string where = "profiles." + gpu;
+    if (!entry.is_object()) return profiles.Error(gpu, "must be an object");
+    const Fields fields(entry, source, where);
+    ASSIGN_OR_RETURN(const Fields efficiency, fields.Object("efficiency"));
+    ASSIGN_OR_RETURN(const Fields overheads, fields.Object("overheads"));
     EngineCalibration c;
-    const json efficiency = entry.is_object() ? entry.value("efficiency", json()) : json();
-    const json overheads = entry.is_object() ? entry.value("overheads", json()) : json();
-    ASSIGN_OR_RETURN(c.memory_efficiency, Number(efficiency, "memory", 1e-3, 1.5, where + ".efficiency"));
-    ASSIGN_OR_RETURN(c.compute_efficiency, Number(efficiency, "compute", 1e-3, 1.5, where + ".efficiency"));
-    ASSIGN_OR_RETURN(c.compute_half_rows, Number(efficiency, "compute_half_rows", 0, 1e6, where + ".efficiency"));
-    ASSIGN_OR_RETURN(c.layer_us, Number(overheads, "layer_us", 0, 1e6, where + ".overheads"));
-    if (entry.contains("fitted_on")) {
-      if (!entry.at("fitted_on").is_string()) return InvalidArgument(where + ".fitted_on: must be a string");
-      c.fitted_on = entry.at("fitted_on").get<std::string>();
-    }
+    RETURN_IF_ERROR(efficiency.Number("memory", &c.memory_efficiency, 1e-3, 1.5));
+    RETURN_IF_ERROR(efficiency.Number("compute", &c.compute_efficiency, 1e-3, 1.5));
+    RETURN_IF_ERROR(efficiency.Number("compute_half_rows", &c.compute_half_rows, 0, 1e6));
+    RETURN_IF_ERROR(overheads.Number("layer_us", &c.layer_us, 0, 1e6));
+    RETURN_IF_ERROR(fields.Text("fitted_on", &c.fitted_on, false));
     out.gpus[gpu] = c;
   }
   return out;
