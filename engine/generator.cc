@@ -1,8 +1,6 @@
 #include "engine/generator.h"
 
 #include <algorithm>
-#include <optional>
-#include <span>
 
 namespace tpserve {
 namespace {
@@ -13,8 +11,7 @@ struct Sequence {
   size_t prefilled = 0;  // prompt tokens already in the KV cache
   bool started = false;  // its prompt has begun (any cached prefix taken)
   bool done = false;
-  size_t cached_blocks = 0;  // leading prompt blocks in the prefix cache
-  KvBlockPool::Parent cached_parent;
+  KvBlockPool::PrefixChain cached;  // its leading prompt blocks in the prefix cache
 };
 
 // Whether two prompts' first full blocks agree (so the later one waits for the earlier's).
@@ -62,28 +59,14 @@ Result<std::vector<GenerationOutput>> Generator::Run(const std::vector<Generatio
   // for it (never the last prompt token's: its logits sample). Returns the tokens taken.
   auto take_cached_prefix = [&](Sequence& s) -> size_t {
     const std::vector<int32_t>& prompt = requests[s.request].prompt;
-    const size_t limit = (prompt.size() - 1) / bs;
-    while (s.cached_blocks < limit) {
-      const std::span<const int32_t> tokens(prompt.data() + s.cached_blocks * bs, bs);
-      const std::optional<int32_t> block = pool.Find(s.cached_parent, tokens);
-      if (!block) break;
-      pool.Acquire(*block);
-      pool.Free(s.blocks[s.cached_blocks]);
-      s.blocks[s.cached_blocks] = *block;
-      s.cached_parent = pool.AsParent(*block);
-      ++s.cached_blocks;
+    std::vector<int32_t> found;
+    pool.TakeCachedBlocks(prompt, block_size, (prompt.size() - 1) / bs, &s.cached, &found);
+    for (size_t k = 0; k < found.size(); ++k) {
+      pool.Free(s.blocks[k]);
+      s.blocks[k] = found[k];
     }
-    s.prefilled = s.cached_blocks * bs;
+    s.prefilled = s.cached.blocks * bs;
     return s.prefilled;
-  };
-  // Caches the prompt blocks of `s` that its prefill has filled.
-  auto cache_prefilled = [&](Sequence& s) {
-    const std::vector<int32_t>& prompt = requests[s.request].prompt;
-    while ((s.cached_blocks + 1) * bs <= s.prefilled) {
-      const std::span<const int32_t> tokens(prompt.data() + s.cached_blocks * bs, bs);
-      s.cached_parent = pool.AsParent(pool.Cache(s.blocks[s.cached_blocks], s.cached_parent, tokens));
-      ++s.cached_blocks;
-    }
   };
   auto release_all = [&] {
     for (auto& s : sequences) release(s);
@@ -169,7 +152,7 @@ Result<std::vector<GenerationOutput>> Generator::Run(const std::vector<Generatio
       const GenerationRequest& r = requests[s.request];
       if (s.prefilled < r.prompt.size()) {
         s.prefilled += plan.sequences[k].tokens.size();
-        if (options.prefix_caching) cache_prefilled(s);
+        if (options.prefix_caching) pool.CacheFilledBlocks(r.prompt, s.blocks, s.prefilled, block_size, &s.cached);
       }
       if (!plan.sequences[k].want_logits) continue;
       GenerationOutput& out = outputs[planned[k]];

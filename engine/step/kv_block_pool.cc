@@ -54,6 +54,29 @@ int32_t KvBlockPool::Cache(int32_t block, const Parent& parent, std::span<const 
   return block;
 }
 
+void KvBlockPool::TakeCachedBlocks(std::span<const int32_t> tokens, int block_size, size_t max_blocks,
+                                   PrefixChain* chain, std::vector<int32_t>* found) {
+  const size_t size = static_cast<size_t>(block_size);
+  while (chain->blocks < max_blocks && (chain->blocks + 1) * size <= tokens.size()) {
+    const std::optional<int32_t> block = Find(chain->parent, tokens.subspan(chain->blocks * size, size));
+    if (!block) break;
+    Acquire(*block);
+    found->push_back(*block);
+    chain->parent = AsParent(*block);
+    ++chain->blocks;
+  }
+}
+
+void KvBlockPool::CacheFilledBlocks(std::span<const int32_t> tokens, std::span<const int32_t> blocks,
+                                    size_t computed, int block_size, PrefixChain* chain) {
+  const size_t size = static_cast<size_t>(block_size);
+  while ((chain->blocks + 1) * size <= computed && chain->blocks < blocks.size()) {
+    const int32_t canonical = Cache(blocks[chain->blocks], chain->parent, tokens.subspan(chain->blocks * size, size));
+    chain->parent = AsParent(canonical);
+    ++chain->blocks;
+  }
+}
+
 void KvBlockPool::Uncache(int32_t block) {
   Block& b = blocks_[block];
   index_.erase(b.key);

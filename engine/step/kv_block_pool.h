@@ -56,6 +56,21 @@ class KvBlockPool {
   // cached already keeps its content and is returned.
   int32_t Cache(int32_t block, const Parent& parent, std::span<const int32_t> tokens);
 
+  // A sequence's place in the cache: its leading full blocks that are cached (taken from the
+  // cache or cached as they filled), and the block the next one follows.
+  struct PrefixChain {
+    size_t blocks = 0;
+    Parent parent;
+  };
+  // Takes the cached blocks that continue `chain` with the next full blocks of `tokens`, until the
+  // chain holds `max_blocks` or the cache has no match: each acquired, appended to `found`.
+  void TakeCachedBlocks(std::span<const int32_t> tokens, int block_size, size_t max_blocks, PrefixChain* chain,
+                        std::vector<int32_t>* found);
+  // Caches the blocks after `chain` that the first `computed` positions of `tokens` fill
+  // (`blocks`: the sequence's blocks in position order).
+  void CacheFilledBlocks(std::span<const int32_t> tokens, std::span<const int32_t> blocks, size_t computed,
+                         int block_size, PrefixChain* chain);
+
   // Blocks Allocate can hand out: free ones and idle cached ones.
   int free_blocks() const { return static_cast<int>(free_.size() + idle_.size()); }
   int cached_blocks() const { return static_cast<int>(index_.size()); }

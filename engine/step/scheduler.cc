@@ -1,8 +1,6 @@
 #include "engine/step/scheduler.h"
 
 #include <algorithm>
-#include <optional>
-#include <span>
 
 namespace tpserve {
 
@@ -28,35 +26,19 @@ void Scheduler::FreeBlocks(ScheduledSequence& s) {
   // sequence's tail goes before its head, and the prefix others share stays longest.
   for (auto block = s.blocks.rbegin(); block != s.blocks.rend(); ++block) pool_->Free(*block);
   s.blocks.clear();
-  s.cached_blocks = 0;
-  s.cached_parent = {};
+  s.cached = {};
 }
 
 size_t Scheduler::TakeCachedPrefix(ScheduledSequence& s) {
-  const size_t block_size = static_cast<size_t>(options_.block_size);
   // Full blocks only, and never the last token: its logits sample the next one.
-  const size_t limit = (s.tokens.size() - 1) / block_size;
-  while (s.blocks.size() < limit) {
-    const std::span<const int32_t> tokens(s.tokens.data() + s.blocks.size() * block_size, block_size);
-    const std::optional<int32_t> block = pool_->Find(s.cached_parent, tokens);
-    if (!block) break;
-    pool_->Acquire(*block);
-    s.blocks.push_back(*block);
-    s.cached_parent = pool_->AsParent(*block);
-  }
-  s.cached_blocks = s.blocks.size();
-  s.computed = s.blocks.size() * block_size;
+  const size_t limit = (s.tokens.size() - 1) / static_cast<size_t>(options_.block_size);
+  pool_->TakeCachedBlocks(s.tokens, options_.block_size, limit, &s.cached, &s.blocks);
+  s.computed = s.blocks.size() * static_cast<size_t>(options_.block_size);
   return s.computed;
 }
 
 void Scheduler::CacheComputedBlocks(ScheduledSequence& s) {
-  if (!options_.prefix_caching) return;
-  const size_t block_size = static_cast<size_t>(options_.block_size);
-  while ((s.cached_blocks + 1) * block_size <= s.computed && s.cached_blocks < s.blocks.size()) {
-    const std::span<const int32_t> tokens(s.tokens.data() + s.cached_blocks * block_size, block_size);
-    s.cached_parent = pool_->AsParent(pool_->Cache(s.blocks[s.cached_blocks], s.cached_parent, tokens));
-    ++s.cached_blocks;
-  }
+  if (options_.prefix_caching) pool_->CacheFilledBlocks(s.tokens, s.blocks, s.computed, options_.block_size, &s.cached);
 }
 
 bool Scheduler::Reserve(ScheduledSequence& s, size_t positions) {

@@ -34,10 +34,7 @@ struct ScheduledSequence {
   size_t computed = 0;           // leading tokens whose KV is in the cache
   std::vector<int32_t> blocks;   // KV blocks, in position order
   int preemptions = 0;
-  // Prefix caching: the leading full blocks that are cached (found at admission or cached as they
-  // filled), and the block that stands for the last of them (the parent of the next one cached).
-  size_t cached_blocks = 0;
-  KvBlockPool::Parent cached_parent;
+  KvBlockPool::PrefixChain cached;  // prefix caching: its leading blocks in the cache
 
   size_t generated() const { return tokens.size() - prompt_length; }
 };
