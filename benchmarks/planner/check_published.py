@@ -21,26 +21,18 @@ import subprocess
 import sys
 import tempfile
 
+import published
+
 here = pathlib.Path(__file__).resolve().parent
 tpserve = sys.argv[1] if len(sys.argv) > 1 else str(here.parents[1] / "build/server/tpserve")
 points = json.load(open(here / "published_points.json"))["points"]
 evaluated = [p for p in points if p.get("role") != "calibration"]
 
 
-def step_ms(p):
-    """The published figure as the time of one decode step (ms per token of one sequence)."""
-    return p["value"] if p["unit"] == "ms_per_token" else 1e3 / p["value"]
-
-
 def predict(p, hardware):
     # Presets at the hardware's floor (--calibration none): the per-engine calibrations below are
     # profile files that carry their own numbers.
-    out = subprocess.run([tpserve, "plan", "--model", p["model"], "--hardware", hardware, "--calibration", "none",
-                          "--tp", str(p["tp"]),
-                          "--batch", str(p["batch"]), "--context", str(p["context"]),
-                          "--dtype", "fp8" if p.get("dtype") == "fp8" else "bf16", "--json"],
-                         capture_output=True, text=True, check=True)
-    return json.loads(out.stdout)["rows"][0]
+    return published.plan_row(tpserve, p, hardware, "none")
 
 
 def report(title, hardware_of):
@@ -53,7 +45,7 @@ def report(title, hardware_of):
         marks.append(label[len(p["hardware"]):])
         row = predict(p, hardware)
         predicted = row["step_ms"] if p["unit"] == "ms_per_token" else row["tokens_per_s"] / p["batch"]
-        error = row["step_ms"] / step_ms(p) - 1  # of the time per token, whatever unit was published
+        error = row["step_ms"] / published.measured_ms(p) - 1  # of the time per token, whatever unit was published
         errors.append(abs(error))
         print(f"{p['engine']:<12} {p['model']:<12} {label:<14} {p['tp']:>2} {p['batch']:>5} {p['context']:>5} "
               f"{p.get('dtype', 'bf16'):<5} {p['unit']:<13} {p['value']:>9.2f} {predicted:>9.2f} {100 * error:>+6.1f}% "
@@ -130,7 +122,7 @@ with tempfile.TemporaryDirectory() as scratch:
     for (engine, hardware, model, batch, context), group in sorted(groups.items()):
         if len({p["tp"] for p in group}) < 2:
             continue
-        measured = {p["tp"]: step_ms(p) for p in group}
+        measured = {p["tp"]: published.measured_ms(p) for p in group}
         predicted = {p["tp"]: predict(p, borrowed(p)[0])["step_ms"] for p in group}
         fastest = (min(measured, key=measured.get), min(predicted, key=predicted.get))
         per_gpu = (min(measured, key=lambda tp: measured[tp] * tp), min(predicted, key=lambda tp: predicted[tp] * tp))

@@ -18,21 +18,11 @@ import subprocess
 import sys
 import tempfile
 
+import published
+
 here = pathlib.Path(__file__).resolve().parent
 tpserve = sys.argv[1] if len(sys.argv) > 1 else str(here.parents[1] / "build/server/tpserve")
 points = json.load(open(here / "published_prefill.json"))["points"]
-
-
-def predict_ttft_ms(p, hardware):
-    tokens = p["prompt_tokens"]
-    out = subprocess.run([tpserve, "plan", "simulate", "--model", p["model"], "--hardware", hardware,
-                          "--calibration", "none", "--tp", str(p["tp"]),
-                          "--dtype", "fp8" if p["dtype"] == "fp8" else "bf16", "--requests", "1", "--rate", "1",
-                          "--prompt-tokens", str(tokens), "--output-tokens", "1",
-                          "--max-batched-tokens", str(max(tokens, 2048)), "--json"],
-                         capture_output=True, text=True, check=True)
-    run = json.loads(out.stdout)["runs"][0]
-    return run["ttft_ms"]["p50"] if run["completed"] else None  # None: the request did not fit
 
 
 def report(title, hardware_of):
@@ -42,7 +32,7 @@ def report(title, hardware_of):
     errors, preset_only = [], []
     for p in points:
         hardware, label = hardware_of(p)
-        predicted = predict_ttft_ms(p, hardware)
+        predicted = published.prefill_ttft_ms(tpserve, p, hardware, "none")
         row = (f"{p['group']:<13} {p['engine'][:30]:<30} {p['model']:<12} {label:<11} {p['tp']:>2} "
                f"{p['prompt_tokens']:>6} {p['dtype']:<5} {p['ttft_ms']:>9.1f}")
         if predicted is None:

@@ -20,6 +20,8 @@ import subprocess
 import sys
 import tempfile
 
+import published
+
 here = pathlib.Path(__file__).resolve().parent
 repo = here.parents[1]
 args = [a for a in sys.argv[1:] if not a.startswith("--")]
@@ -111,29 +113,11 @@ def write_calibration(profiles, path, about):
 
 
 def predict_decode(p, calibration):
-    out = subprocess.run([tpserve, "plan", "--model", p["model"], "--hardware", p["hardware"], "--calibration", calibration,
-                          "--tp", str(p["tp"]), "--batch", str(p["batch"]), "--context", str(p["context"]),
-                          "--dtype", "fp8" if p.get("dtype") == "fp8" else "bf16", "--json"],
-                         capture_output=True, text=True, check=True)
-    return json.loads(out.stdout)["rows"][0]["step_ms"]
+    return published.plan_row(tpserve, p, p["hardware"], calibration)["step_ms"]
 
 
 def predict_prefill(p, calibration):
-    tokens = p["prompt_tokens"]
-    out = subprocess.run([tpserve, "plan", "simulate", "--model", p["model"], "--hardware", p["hardware"],
-                          "--calibration", calibration, "--tp", str(p["tp"]),
-                          "--dtype", "fp8" if p["dtype"] == "fp8" else "bf16", "--requests", "1", "--rate", "1",
-                          "--prompt-tokens", str(tokens), "--output-tokens", "1",
-                          "--max-batched-tokens", str(max(tokens, 2048)), "--json"], capture_output=True, text=True,
-                         check=True)
-    run = json.loads(out.stdout)["runs"][0]
-    return run["ttft_ms"]["p50"] if run["completed"] else None
-
-
-def measured_ms(p):
-    if "ttft_ms" in p:
-        return p["ttft_ms"]
-    return p["value"] if p["unit"] == "ms_per_token" else 1e3 / p["value"]
+    return published.prefill_ttft_ms(tpserve, p, p["hardware"], calibration)
 
 
 def errors(points, calibration_of, predict):
@@ -141,7 +125,7 @@ def errors(points, calibration_of, predict):
     for p in points:
         predicted = predict(p, calibration_of(p))
         if predicted is not None:
-            out.append((p, predicted / measured_ms(p) - 1))
+            out.append((p, predicted / published.measured_ms(p) - 1))
     return out
 
 
