@@ -47,7 +47,7 @@ Result<std::vector<SimulatedRequest>> WorkloadLengths(const SimulateCommandOptio
     }
     const int prompt_tokens = static_cast<int>(request.prompt_ids.size());
     requests.push_back(
-        {.prompt_tokens = prompt_tokens, .output_tokens = request.output_tokens, .prompt = std::move(request.prompt_ids)});
+        {.prompt_tokens = prompt_tokens, .output_tokens = request.output_tokens, .prompt = std::make_shared<const std::vector<int32_t>>(std::move(request.prompt_ids))});
   }
   return requests;
 }

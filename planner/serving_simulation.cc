@@ -40,7 +40,7 @@ class Simulation {
       if (core_.idle() && core_.BatchWaitSeconds() > 0) WaitForBatch();
       for (size_t index : inbox_) {
         const SimulatedRequest& r = requests_[index];
-        core_.Add(index + 1, r.prompt.empty() ? SimulatedPrompt(r.prompt_tokens, index) : r.prompt);
+        core_.Add(index + 1, r.prompt ? *r.prompt : SimulatedPrompt(r.prompt_tokens, index));
       }
       inbox_.clear();
       RunStep();
@@ -207,9 +207,9 @@ Result<SimulationResult> SimulateServing(const std::vector<SimulatedRequest>& re
         "simulate: block size, max batch size and max batched tokens must be positive");
   }
   for (size_t i = 0; i < requests.size(); ++i) {
-    if (!requests[i].prompt.empty() && requests[i].prompt.size() != static_cast<size_t>(requests[i].prompt_tokens)) {
+    if (requests[i].prompt && requests[i].prompt->size() != static_cast<size_t>(requests[i].prompt_tokens)) {
       return InvalidArgument("simulate: request " + std::to_string(i) + " has " +
-                             std::to_string(requests[i].prompt.size()) + " prompt ids for " +
+                             std::to_string(requests[i].prompt->size()) + " prompt ids for " +
                              std::to_string(requests[i].prompt_tokens) + " prompt tokens");
     }
     if (requests[i].prompt_tokens < 1 || requests[i].output_tokens < 1) {

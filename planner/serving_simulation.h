@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -22,9 +23,9 @@ struct SimulatedRequest {
   int prompt_tokens = 1;
   int output_tokens = 1;  // exact (loadgen sends ignore_eos)
   // The prompt's token ids, as loadgen sends them (shared prefixes included), so that the prefix
-  // cache finds what it would find in a real server; empty: ids of this request's own
-  // (SimulatedPrompt), sharing nothing.
-  std::vector<int32_t> prompt;
+  // cache finds what it would find in a real server; null: ids of this request's own
+  // (SimulatedPrompt), sharing nothing. Shared, not copied, by every load level and replica split.
+  std::shared_ptr<const std::vector<int32_t>> prompt;
 };
 
 // Token ids for request `index`'s prompt of `tokens` tokens that no other index's share.

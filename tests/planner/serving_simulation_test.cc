@@ -33,8 +33,8 @@ TEST(ServingSimulation, ASharedPrefixIsPrefilledOnceWithThePrefixCache) {
   first.insert(first.end(), {1, 2, 3});
   second.insert(second.end(), {7, 8, 9});
   const std::vector<SimulatedRequest> requests = {
-      {.arrival_s = 0, .prompt_tokens = 23, .output_tokens = 2, .prompt = first},
-      {.arrival_s = 10, .prompt_tokens = 23, .output_tokens = 2, .prompt = second}};
+      {.arrival_s = 0, .prompt_tokens = 23, .output_tokens = 2, .prompt = std::make_shared<const std::vector<int32_t>>(first)},
+      {.arrival_s = 10, .prompt_tokens = 23, .output_tokens = 2, .prompt = std::make_shared<const std::vector<int32_t>>(second)}};
   for (bool caching : {true, false}) {
     ServingOptions options = Options(8, 512, 0);
     options.scheduler.prefix_caching = caching;
