@@ -237,22 +237,19 @@ void EngineLoop::Step() {
   }
 
   const std::vector<SampledToken>& tokens = result->tokens;  // [sequences with want_logits], plan order
-  for (size_t k = 0; k < decision.sequences.size(); ++k) {
-    const ScheduledSequence& s = *decision.sequences[k];
-    // Prompt work: tokens fed before the sequence's first sample (recomputation after a
-    // preemption counts too: it is computed again).
-    if (decision.plan.sequences[k].start_position < static_cast<int32_t>(s.prompt_length)) {
-      metrics_->prompt_tokens += decision.plan.sequences[k].tokens.size();
-    }
-  }
   metrics_->generation_tokens += tokens.size();
-  // Each sequence's share of the step, by its tokens in it.
+  // Each sequence's share of the step, by its tokens in it; and the prompt work (tokens fed before
+  // the sequence's first sample; recomputation after a preemption counts too: it is computed again).
   const double tokens_in_step = std::max(1, decision.plan.token_count());
-  for (const SequencePlan& p : decision.plan.sequences) {
+  for (size_t k = 0; k < decision.sequences.size(); ++k) {
+    const SequencePlan& p = decision.plan.sequences[k];
     Request& r = *requests_.at(static_cast<uint64_t>(p.sequence_id));
     const double share = p.tokens.size() / tokens_in_step;
     r.timing.compute_s += compute_s * share;
     r.timing.comm_s += comm_s * share;
+    if (p.start_position < static_cast<int32_t>(decision.sequences[k]->prompt_length)) {
+      metrics_->prompt_tokens += p.tokens.size();
+    }
   }
   std::vector<int32_t> ids;
   ids.reserve(tokens.size());
