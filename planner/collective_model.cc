@@ -87,7 +87,13 @@ Result<CollectiveEstimate> EstimateCollective(const HardwareProfile& p, Collecti
   const int ll_row = nodes == 1 ? generation : 0;
   const int intra_hw = p.intra_node.hw == LinkHw::kNvlink ? 0 : 1;
   const double channels = p.intra_node.channels;
-  const double bw_intra = p.intra_node.links * p.intra_node.link_gb_s / channels;  // per channel
+  // Ranks fill one socket's GPUs first; past them, every ring and chain crosses the inter-CPU link.
+  const bool crosses_sockets = per_node > p.gpus_per_node / p.intra_node.sockets;
+  double bw_intra = p.intra_node.links * p.intra_node.link_gb_s / channels;  // per channel
+  if (crosses_sockets && p.intra_node.socket_link_gb_s > 0) {
+    bw_intra = std::min(bw_intra, p.intra_node.socket_link_gb_s / channels);
+  }
+  const double socket_hop_us = crosses_sockets ? p.intra_node.socket_hop_us : 0;
   const double bw_inter = p.inter_node ? std::min(bw_intra, p.inter_node->bandwidth_gb_s / channels) : bw_intra;
   const double latency_inter = p.inter_node ? p.inter_node->latency_us : 0;
   const int steps = all_reduce ? 2 * (ranks - 1) : ranks - 1;
@@ -118,7 +124,8 @@ Result<CollectiveEstimate> EstimateCollective(const HardwareProfile& p, Collecti
         }
       }
       double algbw = algo == kRing ? bus * ranks / steps : algo == kNvls ? bus * 5.0 / 6.0 : bus * 0.5;
-      const double intra_lat = kHwLat[intra_hw][algo][proto];
+      // A step of a ring or chain waits for its slowest hop: the one over the socket link.
+      const double intra_lat = kHwLat[intra_hw][algo][proto] + (algo == kNvls ? 0 : socket_hop_us);
       const double inter_lat = kHwLat[2][algo][proto] + latency_inter + (proto == kSimple ? latency_inter : 0);
       double latency = kBaseLat[algo][proto];
       if (algo == kRing) {

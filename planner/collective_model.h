@@ -3,7 +3,11 @@
 // latency (base + per-hop latency of the link kind × steps) and a bus bandwidth (channels × the
 // per-channel graph bandwidth under the protocol's factor and the per-generation caps), time =
 // latency + bytes / algorithm bandwidth, and the minimum over what is enabled, as NCCL chooses.
-// A profile's fitted α/β for that collective and rank count (plan calibrate) replaces the model.
+// One term NCCL's model lacks: on two-socket hosts, a collective whose ranks span both sockets pays
+// the profile's socket_hop_us on every step (each step waits for the hop over the inter-CPU link),
+// and its per-channel bandwidth is capped by that link (fitted from public nccl-tests runs; see
+// docs/PLANNER.md). A profile's fitted α/β for that collective and rank count (plan calibrate)
+// replaces the model.
 #pragma once
 
 #include <string>

@@ -95,6 +95,13 @@ Result<HardwareProfile> ParseHardwareProfile(const json& value, const std::strin
   RETURN_IF_ERROR(intra.Number("link_gb_s", &p.intra_node.link_gb_s, 1e-6, 1e6));
   RETURN_IF_ERROR(intra.Integer("channels", &p.intra_node.channels, 1, 1024));
   RETURN_IF_ERROR(intra.Flag("nvls", &p.intra_node.nvls));
+  RETURN_IF_ERROR(intra.Integer("sockets", &p.intra_node.sockets, 1, 64, false));
+  if (p.gpus_per_node % p.intra_node.sockets != 0) {
+    return intra.Error("sockets", "must divide fabric.gpus_per_node (" + std::to_string(p.gpus_per_node) +
+                                      ") evenly: the GPUs split evenly over the sockets");
+  }
+  RETURN_IF_ERROR(intra.Number("socket_link_gb_s", &p.intra_node.socket_link_gb_s, 0, 1e6, false));
+  RETURN_IF_ERROR(intra.Number("socket_hop_us", &p.intra_node.socket_hop_us, 0, 1e6, false));
   if (fabric.Has("inter_node")) {
     ASSIGN_OR_RETURN(Fields inter, fabric.Object("inter_node"));
     InterNodeFabric net;
@@ -132,7 +139,8 @@ json HardwareProfileJson(const HardwareProfile& p) {
                  {"intra_node",
                   {{"hw", LinkHwName(p.intra_node.hw)}, {"links", p.intra_node.links},
                    {"link_gb_s", p.intra_node.link_gb_s}, {"channels", p.intra_node.channels},
-                   {"nvls", p.intra_node.nvls}}}};
+                   {"nvls", p.intra_node.nvls}, {"sockets", p.intra_node.sockets},
+                   {"socket_link_gb_s", p.intra_node.socket_link_gb_s}, {"socket_hop_us", p.intra_node.socket_hop_us}}}};
   if (p.inter_node) {
     fabric["inter_node"] = {{"hw", "net"}, {"bandwidth_gb_s", p.inter_node->bandwidth_gb_s},
                             {"latency_us", p.inter_node->latency_us}};

@@ -24,6 +24,11 @@ struct IntraNodeFabric {
   double link_gb_s = 0;    // NCCL's per-link bandwidth (GB/s, one direction)
   int channels = 1;        // NCCL channels (ring and tree)
   bool nvls = false;       // NVLink SHARP (NVSwitch with multicast, Hopper and later)
+  // Two-socket hosts: the node's GPUs split evenly over `sockets` CPUs. A collective whose ranks
+  // span sockets runs its rings and chains over the inter-CPU link: each step waits for that hop.
+  int sockets = 1;
+  double socket_link_gb_s = 0;  // the inter-CPU link NCCL assumes (topo.h AMD_BW 16); 0: not limiting
+  double socket_hop_us = 0;     // added to every step's hop latency once ranks span sockets
 };
 
 struct InterNodeFabric {

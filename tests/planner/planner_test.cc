@@ -86,6 +86,33 @@ TEST(CollectiveModel, PcieHasHigherHopLatencyAndNoLL128) {
   EXPECT_LT(two->latency_us, e->latency_us);
 }
 
+
+// AWS g5.48xlarge: 8 × A10G on two sockets, 4 per socket (a10-pcie: socket_hop_us 2.0, the
+// socket link 16 GB/s). TP=4 stays on one socket: NCCL's ring/LL by hand, 6.6 + 6 · 1.0 = 12.6 µs.
+// TP=8 spans both: every one of the 14 steps waits 2.0 µs more, 6.6 + 14 · 3.0 = 48.6 µs, and the
+// per-channel bandwidth drops from 24/2 to 16/2 GB/s (LL: min(87.7, 2 · 8 / 4) = 4 GB/s bus).
+TEST(CollectiveModel, RanksSpanningTwoSocketsPayTheSocketHopOnEveryStep) {
+  auto four = EstimateCollective(Preset("a10-pcie"), Collective::kAllReduce, 4, 8192);
+  ASSERT_TRUE(four.ok()) << four.status().ToString();
+  EXPECT_EQ(four->algorithm + "/" + four->protocol, "ring/LL");
+  EXPECT_NEAR(four->latency_us, 12.6, 1e-9);
+  auto eight = EstimateCollective(Preset("a10-pcie"), Collective::kAllReduce, 8, 8192);
+  ASSERT_TRUE(eight.ok());
+  EXPECT_EQ(eight->algorithm + "/" + eight->protocol, "ring/LL");
+  EXPECT_NEAR(eight->latency_us, 6.6 + 14 * 3.0, 1e-9);
+  EXPECT_NEAR(eight->bandwidth_gb_s, 4.0 * 8 / 14, 1e-9);
+  // The same 8 ranks on one socket's worth of GPUs would be NCCL's plain PCIe ring.
+  HardwareProfile one_socket = Preset("a10-pcie");
+  one_socket.intra_node.sockets = 1;
+  auto flat = EstimateCollective(one_socket, Collective::kAllReduce, 8, 8192);
+  ASSERT_TRUE(flat.ok());
+  EXPECT_NEAR(flat->latency_us, 20.6, 1e-9);
+  // A profile whose sockets do not split its GPUs evenly is refused by name.
+  nlohmann::json j = HardwareProfileJson(Preset("a10-pcie"));
+  j["fabric"]["intra_node"]["sockets"] = 3;
+  EXPECT_THAT(ParseHardwareProfile(j, "g5.json").status().message(),
+              HasSubstr("g5.json: fabric.intra_node.sockets: must divide fabric.gpus_per_node (8)"));
+}
 TEST(CollectiveModel, NodesBeyondTheProfileAndCpuWithoutAFitAreRefused) {
   auto pcie = EstimateCollective(Preset("l40s-pcie"), Collective::kAllReduce, 16, 65536);
   ASSERT_FALSE(pcie.ok());
