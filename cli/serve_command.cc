@@ -213,6 +213,8 @@ int Run(const ServeOptions& options) {
   }
   if ((*engine)->follower()) return RunFollowerUntilShutdown("serve", **engine);
   ServerMetrics metrics;
+  metrics.group_size = (*engine)->group_size();
+  metrics.group_members_connected = [e = engine->get()] { return e->group_members_connected(); };
   EngineLoop loop(engine->get(), &model->tokenizer, loop_options, &metrics);
   ServiceLimits limits{.max_model_len = loop_options.max_model_len,
                        .max_request_bytes = options.max_request_bytes,

@@ -182,6 +182,11 @@ int RendezvousServer::connections() {
   return live;
 }
 
+int RendezvousServer::connected_members() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return static_cast<int>(connected_members_.size());
+}
+
 void RendezvousServer::ReapFinished() {
   std::list<std::unique_ptr<Connection>> finished;
   {

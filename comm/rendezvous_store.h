@@ -55,6 +55,9 @@ class RendezvousServer {
   void StopAccepting();
   // Connections being served now (for tests).
   int connections();
+  // Members authenticated and still connected (the leader's own client included): a member whose
+  // process ended has closed its connection.
+  int connected_members();
 
  private:
   struct Connection {

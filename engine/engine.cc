@@ -347,6 +347,14 @@ Status Engine::Heartbeat() {
   return Fail(alive);
 }
 
+int Engine::group_size() const {
+  return process_group_ ? process_group_->membership().members : 1;
+}
+
+int Engine::group_members_connected() const {
+  return process_group_ ? process_group_->ConnectedMembers() : 1;
+}
+
 void Engine::set_trace(bool on) {
   options_.trace = on;
 }

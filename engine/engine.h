@@ -103,6 +103,10 @@ class Engine {
   // Between steps, while idle: a multi-process leader tells its followers it is alive and learns
   // whether they are (a dead one fails this call, and the engine). Ok at once for one process.
   Status Heartbeat();
+  // The multi-process group's size, and (leader) how many of its members are still connected;
+  // 1 and 1 for one process.
+  int group_size() const;
+  int group_members_connected() const;
 
   KvBlockPool& block_pool() { return *block_pool_; }
   int block_size() const { return options_.block_size; }

@@ -158,6 +158,10 @@ Status ProcessGroup::SendHeartbeat() {
   return impl_->control->BroadcastBytes(&impl_->wire, 0, impl_->timeout);
 }
 
+int ProcessGroup::ConnectedMembers() const {
+  return impl_->server ? impl_->server->connected_members() : -1;
+}
+
 Result<std::optional<StepPlan>> ProcessGroup::ReceivePlan() {
   do {
     RETURN_IF_ERROR(impl_->control->BroadcastBytes(&impl_->wire, 0));
@@ -191,6 +195,7 @@ Result<std::optional<StepPlan>> ProcessGroup::ReceivePlan() { return Unimplement
 void ProcessGroup::SendShutdown() {}
 void ProcessGroup::MarkReady() {}
 Status ProcessGroup::SendHeartbeat() { return Unimplemented("no Gloo"); }
+int ProcessGroup::ConnectedMembers() const { return -1; }
 Result<std::string> ProcessGroup::ShareFromLeader(const std::string&, const std::function<Result<std::string>()>&) {
   return Unimplemented("no Gloo");
 }

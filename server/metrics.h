@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -44,6 +45,7 @@ struct ServerMetrics {
   Histogram time_to_first_token{LatencyBuckets()};
   Histogram inter_token_latency{LatencyBuckets()};
   Histogram e2e_request_latency{LatencyBuckets()};
+  Histogram request_time_per_output_token{LatencyBuckets()};  // a request's decode time / (tokens - 1)
   Histogram request_queue_time{LatencyBuckets()};
   Histogram step_compute{FineLatencyBuckets()};
   Histogram step_comm{FineLatencyBuckets()};
@@ -66,6 +68,11 @@ struct ServerMetrics {
   std::atomic<uint64_t> prefix_cache_queries{0};  // tokens looked up in the prefix cache
   std::atomic<uint64_t> prefix_cache_hits{0};     // tokens found there
   std::atomic<int> kv_blocks_cached{0};
+  std::atomic<uint64_t> queue_full_rejections{0};  // requests refused because --max-queue were waiting
+  // A multi-process group (its leader's view): the members it was started with, and a probe for
+  // those still connected (their rendezvous connection open; null: one process).
+  int group_size = 1;
+  std::function<int()> group_members_connected;
 
   void ObserveAllReduce(int64_t bytes, double seconds);
   void CountFinished(const std::string& finish_reason);

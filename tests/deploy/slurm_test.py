@@ -38,6 +38,9 @@ printf '%s\n' NODES_HERE
 flags=()
 while [[ $# -gt 0 && $1 == --* ]]; do flags+=("$1"); shift; done
 printf '%s\n' "${flags[@]}" > "$STANDIN_OUT/srun-flags"
+if [[ -n ${TPSERVE_PROMETHEUS_TARGETS_DIR:-} ]]; then  # what Prometheus would find while the job runs
+  cat "$TPSERVE_PROMETHEUS_TARGETS_DIR"/*.json > "$STANDIN_OUT/targets-during" 2>/dev/null || true
+fi
 mapfile -t nodes < <(scontrol show hostnames "$SLURM_JOB_NODELIST")
 pids=()
 for i in "${!nodes[@]}"; do
@@ -183,6 +186,20 @@ with tempfile.TemporaryDirectory(prefix="tpserve-slurm-") as tmp:
         check(flag(member["args"], "--rendezvous") == "gpu-a07:31000", f"ib0 member {rank}: rendezvous")
         check(flag(member["args"], "--tp") == "12", f"ib0 member {rank}: --tp {flag(member['args'], '--tp')}")
         check(flag(member["args"], "--http-port") == "8080", f"ib0 member {rank}: --http-port")
+
+    # Prometheus targets: the leader's /metrics at the user's --metrics-port, there while the job runs.
+    targets = work / "prometheus.d"
+    targets.mkdir()
+    result, members, _ = run_job(work, ["--model", "/m", "--metrics-port", "9191", "--metrics-host", "0.0.0.0"],
+                                 {"TPSERVE_PROMETHEUS_TARGETS_DIR": str(targets)})
+    during = work / "out" / "targets-during"
+    check(result.returncode == 0 and during.exists(), f"the job with a targets dir: {result.returncode} {result.stderr!r}")
+    if during.exists():
+        check(json.loads(during.read_text()) == [{"targets": ["gpu-a07:9191"], "labels": {"slurm_job_id": "4242"}}],
+              f"the Prometheus targets file: {during.read_text()!r}")
+    check(not list(targets.iterdir()), f"the targets file outlives the job: {list(targets.iterdir())}")
+    result, _, _ = run_job(work, ["--model", "/m", "--metrics-port=9292"], {"TPSERVE_PROMETHEUS_TARGETS_DIR": str(targets)})
+    check(during.exists() and "gpu-a07:9292" in during.read_text(), "--metrics-port=N form: the targets file names it")
 
     # TPSERVE_HTTP_PORT set but empty: no HTTP API.
     result, members, _ = run_job(work, ["--model", "/m"], {"TPSERVE_HTTP_PORT": ""})

@@ -157,7 +157,7 @@ def serve_leader_loses_follower(while_streaming, stall=False):
             break
         leader_log.append(line)
         if "tpserve ready: grpc " in line:
-            target = line.split("tpserve ready: grpc ")[1].split()[0]
+            target, _, metrics = line.split("tpserve ready: grpc ")[1].split()[:3]
     check(target is not None, f"{what}: ready with a follower ({''.join(leader_log)[-300:]!r})")
     if target is None:
         leader.kill()
@@ -171,10 +171,27 @@ def serve_leader_loses_follower(while_streaming, stall=False):
     time.sleep(2)
     if client:
         check(client.poll() is None, f"{what}: the request was still streaming at the kill")
+    watch_members = not stall and not while_streaming
+    if watch_members:
+        before = scrape_values(metrics, ("tpserve_group_size", "tpserve_group_members", "tpserve_engine_healthy"))
+        check(before == [2, 2, 1], f"{what}: the leader's /metrics counts 2 of 2 members, healthy ({before})")
     follower.send_signal(signal.SIGSTOP if stall else signal.SIGKILL)
     if not stall:
         follower.wait()
     killed_at = time.monotonic()
+    if watch_members:
+        # Its rendezvous connection closed with it: the leader counts one member at once, before the
+        # heartbeat fails the engine (2 s of NOT_SERVING follow, then exit 3).
+        seen = None
+        while time.monotonic() - killed_at < 5 and leader.poll() is None:
+            try:
+                seen = scrape_values(metrics, ("tpserve_group_members",))
+            except OSError:
+                break
+            if seen == [1]:
+                break
+            time.sleep(0.05)
+        check(seen == [1], f"{what}: the leader's tpserve_group_members drops to 1 ({seen})")
     try:
         if client:
             client_out, client_err = client.communicate(timeout=30)
@@ -193,6 +210,13 @@ def serve_leader_loses_follower(while_streaming, stall=False):
     if stall:
         follower.kill()
         follower.wait()
+
+
+def scrape_values(address, names):
+    """The values of unlabelled samples `names` on http://address/metrics, in order (None if absent)."""
+    text = urllib.request.urlopen(f"http://{address}/metrics", timeout=5).read().decode()
+    values = {line.split()[0]: float(line.split()[1]) for line in text.splitlines() if line and line[0] != "#"}
+    return [values.get(name) for name in names]
 
 
 def start_serve(extra, name):
