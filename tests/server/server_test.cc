@@ -364,7 +364,9 @@ TEST_F(Server, ModelInfoHealthAndMetrics) {
   for (const char* name : {"tpserve_time_to_first_token_seconds_bucket", "tpserve_inter_token_latency_seconds_count",
                            "tpserve_step_duration_seconds_bucket{part=\"comm\"", "tpserve_allreduce_latency_seconds_bucket{bytes=",
                            "tpserve_num_requests_running", "tpserve_kv_cache_usage_ratio",
-                           "tpserve_request_errors_total{code=\"INVALID_ARGUMENT\"}"}) {
+                           "tpserve_request_errors_total{code=\"INVALID_ARGUMENT\"}",
+                           "tpserve_request_errors_total{code=\"UNAVAILABLE\"} 0", "tpserve_group_size 1",
+                           "tpserve_group_members 1", "tpserve_queue_full_rejections_total 0"}) {
     EXPECT_NE(res->body.find(name), std::string::npos) << name;
   }
 }
@@ -429,6 +431,10 @@ TEST(ServerLimits, QueueFullIsResourceExhausted) {
   }
   EXPECT_GE(exhausted, 1);
   EXPECT_GE(ok, 1);
+  // Counted apart from the other RESOURCE_EXHAUSTED refusals (deploy/monitoring's queue-full alert),
+  // and every finished request's time per output token observed.
+  EXPECT_EQ(MetricValue(server.metrics_port(), "tpserve_queue_full_rejections_total"), exhausted);
+  EXPECT_EQ(MetricValue(server.metrics_port(), "tpserve_request_time_per_output_token_seconds_count"), ok);
   EXPECT_EQ(server.Stop(), 0);
 }
 
