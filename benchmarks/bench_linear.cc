@@ -81,8 +81,8 @@ int main(int argc, char** argv) {
     kernels.push_back(*kernel);
   }
   if (kernels.empty()) {
-    for (auto kernel : {cpu::LinearKernel::kAmx, cpu::LinearKernel::kAvx512}) {
-      if (cpu::LinearKernelAvailable(kernel)) kernels.push_back(kernel);
+    for (auto kernel : cpu::kLinearKernels) {
+      if (kernel != cpu::LinearKernel::kPortable && cpu::LinearKernelAvailable(kernel)) kernels.push_back(kernel);
     }
     if (kernels.empty()) kernels.push_back(cpu::LinearKernel::kPortable);
   }

@@ -11,10 +11,10 @@
 namespace tpserve {
 namespace {
 
-// "cpu: 2 cores, linear kernel amx (runs here: amx avx512 portable)"
+// "cpu: 2 cores, linear kernel amx (runs here: amx avx512bf16 avx512 avx2 portable)"
 void PrintCpu() {
   std::string available;
-  for (auto kernel : {cpu::LinearKernel::kAmx, cpu::LinearKernel::kAvx512, cpu::LinearKernel::kPortable}) {
+  for (auto kernel : cpu::kLinearKernels) {
     if (cpu::LinearKernelAvailable(kernel)) available += std::string(available.empty() ? "" : " ") + cpu::LinearKernelName(kernel);
   }
   std::printf("cpu: %u cores, linear kernel %s (runs here: %s)\n", std::thread::hardware_concurrency(),

@@ -284,7 +284,7 @@ void AddEngineFlags(CLI::App* cmd, EngineOptions* engine) {
   cmd->add_option_function<std::string>(
          "--linear-kernel",
          [engine](const std::string& name) { engine->linear_kernel = LinearKernelFlag(name); },
-         std::string("CPU kernel of every projection: amx, avx512 or portable (default: ") +
+         std::string("CPU kernel of every projection: amx, avx512bf16, avx512, avx2 or portable (default: ") +
              cpu::LinearKernelName(engine->linear_kernel) + ", the fastest on this CPU)");
 }
 

@@ -9,6 +9,7 @@
 
 #include "common/dtype.h"
 #include "kernels/cpu/linear_amx.h"
+#include "kernels/cpu/linear_dot.h"
 #include "kernels/cpu/thread_pool.h"
 
 #if defined(__x86_64__)
@@ -25,9 +26,8 @@
 namespace tpserve::cpu {
 namespace {
 
-constexpr int kTokenTile = 4;  // tokens that share one pass over a weight row
-// Software prefetch distance for weights (A/B on this machine: ~10% faster decode at 16 KiB).
-constexpr int kPrefetchBytes = 16384;
+using dot::kPrefetchBytes;
+using dot::kTokenTile;
 
 #if defined(__x86_64__)
 __attribute__((target("avx512f,avx512bw,avx512vl"))) inline __m512 LoadBf16x16(const uint16_t* p) {
@@ -97,11 +97,7 @@ void DotRowPortable(const uint16_t* w, const float* const* x, int in, float* out
   }
 }
 
-using DotFn = void (*)(const uint16_t*, const float* const*, int, float*);
-
-struct DotTable {
-  DotFn fn[kTokenTile + 1] = {};
-};
+using DotTable = dot::Table<dot::F32Fn>;
 
 bool HasAvx512() {
 #if defined(__x86_64__)
@@ -125,14 +121,17 @@ const DotTable& Table(bool avx512) {
 
 // Output rows [row_begin, row_end), one weight row at a time: blocks of weight rows stay in cache
 // while every token tile passes over them, so a batch streams the weights from memory once.
-void DotRows(const LinearArgs& a, const DotTable& table, size_t row_begin, size_t row_end) {
+// `activations`: a.x, or the same rows as the kernel's table takes them (row_stride apart).
+template <typename Act, typename Fn>
+void DotRows(const LinearArgs& a, const Act* activations, size_t row_stride, const dot::Table<Fn>& table,
+             size_t row_begin, size_t row_end) {
   constexpr size_t kRowBlock = 32;
   for (size_t block = row_begin; block < row_end; block += kRowBlock) {
     const size_t block_end = std::min(row_end, block + kRowBlock);
     for (int t0 = 0; t0 < a.tokens; t0 += kTokenTile) {
       const int n = std::min(kTokenTile, a.tokens - t0);
-      const float* x[kTokenTile];
-      for (int t = 0; t < n; ++t) x[t] = a.x + static_cast<size_t>(t0 + t) * a.in;
+      const Act* x[kTokenTile];
+      for (int t = 0; t < n; ++t) x[t] = activations + static_cast<size_t>(t0 + t) * row_stride;
       float dots[kTokenTile];
       for (size_t o = block; o < block_end; ++o) {
         table.fn[n](a.w + o * a.in, x, a.in, dots);
@@ -141,6 +140,16 @@ void DotRows(const LinearArgs& a, const DotTable& table, size_t row_begin, size_
         }
       }
     }
+  }
+}
+
+// Output rows split among the pool in pieces of 16 (or all on this thread without one).
+template <typename Rows>
+void ForEachRowRange(const LinearArgs& a, ThreadPool* pool, const Rows& rows) {
+  if (pool == nullptr) {
+    rows(0, a.out);
+  } else {
+    pool->ParallelFor(a.out, 16, rows);
   }
 }
 
@@ -158,7 +167,7 @@ void LinearAmx(const LinearArgs& a, ThreadPool* pool) {
     const size_t begin = unit_begin * amx::kTileRows;
     const size_t end = std::min(unit_end * amx::kTileRows, static_cast<size_t>(a.out));
     if (begin < std::min(end, full_rows)) amx::LinearRows(a, packed, begin, std::min(end, full_rows));
-    if (end > full_rows) DotRows(a, Table(true), std::max(begin, full_rows), end);
+    if (end > full_rows) DotRows(a, a.x, a.in, Table(true), std::max(begin, full_rows), end);
   };
   if (pool == nullptr) {
     rows(0, units);
@@ -173,8 +182,12 @@ const char* LinearKernelName(LinearKernel kernel) {
   switch (kernel) {
     case LinearKernel::kAmx:
       return "amx";
+    case LinearKernel::kAvx512Bf16:
+      return "avx512bf16";
     case LinearKernel::kAvx512:
       return "avx512";
+    case LinearKernel::kAvx2:
+      return "avx2";
     case LinearKernel::kPortable:
       return "portable";
   }
@@ -182,7 +195,7 @@ const char* LinearKernelName(LinearKernel kernel) {
 }
 
 Result<LinearKernel> ParseLinearKernel(std::string_view name) {
-  for (LinearKernel kernel : {LinearKernel::kAmx, LinearKernel::kAvx512, LinearKernel::kPortable}) {
+  for (LinearKernel kernel : kLinearKernels) {
     if (name == LinearKernelName(kernel)) {
       if (!LinearKernelAvailable(kernel)) {
         return InvalidArgument("linear kernel '" + std::string(name) + "' does not run on this CPU");
@@ -191,15 +204,19 @@ Result<LinearKernel> ParseLinearKernel(std::string_view name) {
     }
   }
   return InvalidArgument("unknown linear kernel '" + std::string(name) +
-                         "' (expected amx, avx512 or portable)");
+                         "' (expected amx, avx512bf16, avx512, avx2 or portable)");
 }
 
 bool LinearKernelAvailable(LinearKernel kernel) {
   switch (kernel) {
     case LinearKernel::kAmx:
       return HasAvx512() && amx::Available();
+    case LinearKernel::kAvx512Bf16:
+      return dot::HasAvx512Bf16();
     case LinearKernel::kAvx512:
       return HasAvx512();
+    case LinearKernel::kAvx2:
+      return dot::HasAvx2();
     case LinearKernel::kPortable:
       return true;
   }
@@ -207,9 +224,12 @@ bool LinearKernelAvailable(LinearKernel kernel) {
 }
 
 LinearKernel BestLinearKernel() {
-  static const LinearKernel best = LinearKernelAvailable(LinearKernel::kAmx)      ? LinearKernel::kAmx
-                                   : LinearKernelAvailable(LinearKernel::kAvx512) ? LinearKernel::kAvx512
-                                                                                   : LinearKernel::kPortable;
+  static const LinearKernel best = [] {
+    for (LinearKernel kernel : kLinearKernels) {
+      if (LinearKernelAvailable(kernel)) return kernel;
+    }
+    return LinearKernel::kPortable;
+  }();
   return best;
 }
 
@@ -262,14 +282,22 @@ void Linear(const LinearArgs& a, ThreadPool* pool, LinearKernel kernel) {
     LinearAmx(a, pool);
     return;
   }
-  // Row-major weights (in % 32 != 0, or not arranged by the caller) take the AVX-512 path.
-  const DotTable& table = Table(kernel != LinearKernel::kPortable && HasAvx512());
-  auto rows = [&](size_t begin, size_t end) { DotRows(a, table, begin, end); };
-  if (pool == nullptr) {
-    rows(0, a.out);
-  } else {
-    pool->ParallelFor(a.out, 16, rows);
+  if (kernel == LinearKernel::kAvx512Bf16) {
+    // The activations split into bf16 pairs once, in the caller's scratch (read by every pool member).
+    thread_local std::vector<uint16_t> scratch;
+    scratch.resize(static_cast<size_t>(a.tokens) * 2 * a.in);
+    dot::SplitToBf16(a.x, a.tokens, a.in, scratch.data());
+    const uint16_t* split = scratch.data();
+    ForEachRowRange(a, pool, [&](size_t begin, size_t end) {
+      DotRows(a, split, 2 * static_cast<size_t>(a.in), dot::Avx512Bf16(), begin, end);
+    });
+    return;
   }
+  // Row-major weights (in % 32 != 0, or not arranged by the caller) under kAmx take the AVX-512 path.
+  const DotTable& table = kernel == LinearKernel::kAvx2       ? dot::Avx2()
+                          : kernel == LinearKernel::kPortable ? Table(false)
+                                                              : Table(HasAvx512());
+  ForEachRowRange(a, pool, [&](size_t begin, size_t end) { DotRows(a, a.x, a.in, table, begin, end); });
 }
 
 }  // namespace tpserve::cpu

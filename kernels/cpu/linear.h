@@ -3,8 +3,9 @@
 //
 // Batch invariance: for a given kernel and shape, every output element y[t, o] is the dot product
 // of row t of x and row o of W computed by the same instruction sequence (AVX-512: 16-lane partial
-// sums over `in` in order, then one fixed horizontal reduction; AMX: linear_amx.h), whatever the
-// number of tokens, the tiling or the thread count.
+// sums over `in` in order, then one fixed horizontal reduction; AVX2 the same with 8 lanes;
+// AVX-512 BF16: linear_avx512bf16.cc; AMX: linear_amx.h), whatever the number of tokens, the
+// tiling or the thread count.
 #pragma once
 
 #include <cstddef>
@@ -36,14 +37,22 @@ struct LinearArgs {
 
 // The instruction sets Linear can run on, fastest first. Each is deterministic and batch
 // invariant on its own; they differ from each other in rounding (AMX multiplies the activations
-// as a bf16 hi + lo pair, linear_amx.h), so one engine uses one kernel for every step.
+// as a bf16 hi + lo pair, linear_amx.h, and so does AVX-512 BF16), so one engine uses one kernel
+// for every step.
 enum class LinearKernel {
-  kAmx,       // AMX-BF16 tiles on kAmxTiles weights (other shapes, rows and layouts use kAvx512)
-  kAvx512,    // AVX-512 f32 FMA on the bf16 weights widened to f32
-  kPortable,  // plain C++ with the same lane structure
+  kAmx,         // AMX-BF16 tiles on kAmxTiles weights (other shapes, rows and layouts use kAvx512)
+  kAvx512Bf16,  // AVX-512 BF16 dot products (VDPBF16PS), the activations as a bf16 hi + lo pair
+  kAvx512,      // AVX-512 f32 FMA on the bf16 weights widened to f32
+  kAvx2,        // AVX2 f32 FMA, 8 lanes, on the widened weights
+  kPortable,    // plain C++ with the same lane structure
 };
 
-const char* LinearKernelName(LinearKernel kernel);  // "amx", "avx512", "portable"
+// Every kernel, fastest first (BestLinearKernel picks the first this CPU runs).
+inline constexpr LinearKernel kLinearKernels[] = {LinearKernel::kAmx, LinearKernel::kAvx512Bf16, LinearKernel::kAvx512,
+                                                  LinearKernel::kAvx2, LinearKernel::kPortable};
+
+// "amx", "avx512bf16", "avx512", "avx2", "portable"
+const char* LinearKernelName(LinearKernel kernel);
 Result<LinearKernel> ParseLinearKernel(std::string_view name);
 bool LinearKernelAvailable(LinearKernel kernel);
 LinearKernel BestLinearKernel();  // the fastest available on this CPU

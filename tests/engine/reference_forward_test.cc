@@ -164,8 +164,7 @@ TEST_P(ReferenceForward, EngineMatchesFloat64ReferenceAtTp1AndTp2) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Kernels, ReferenceForward,
-                         ::testing::Values(cpu::LinearKernel::kAmx, cpu::LinearKernel::kAvx512,
-                                           cpu::LinearKernel::kPortable),
+                         ::testing::ValuesIn(cpu::kLinearKernels),
                          [](const auto& param_info) { return cpu::LinearKernelName(param_info.param); });
 
 }  // namespace

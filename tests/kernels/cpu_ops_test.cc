@@ -150,7 +150,7 @@ TEST_P(LinearTest, MatchesFloat64AndIsBatchInvariant) {
 // odd numbers of 16-row tiles and of 8-token groups) and more than 128 tokens (several passes).
 INSTANTIATE_TEST_SUITE_P(
     Shapes, LinearTest,
-    ::testing::Combine(::testing::Values(LinearKernel::kAmx, LinearKernel::kAvx512, LinearKernel::kPortable),
+    ::testing::Combine(::testing::ValuesIn(kLinearKernels),
                        ::testing::Values(1, 3, 9, 32), ::testing::Values(47, 64, 768),
                        ::testing::Values(5, 40)),
     [](const auto& param_info) {
@@ -162,7 +162,11 @@ INSTANTIATE_TEST_SUITE_P(LargeShapes, LinearTest,
                          ::testing::Values(std::make_tuple(LinearKernel::kAmx, 17, 128, 50),
                                            std::make_tuple(LinearKernel::kAmx, 140, 64, 48),
                                            std::make_tuple(LinearKernel::kAmx, 8, 2048, 80),
-                                           std::make_tuple(LinearKernel::kAvx512, 140, 64, 48)));
+                                           std::make_tuple(LinearKernel::kAvx512, 140, 64, 48),
+                                           std::make_tuple(LinearKernel::kAvx512Bf16, 37, 300, 33),
+                                           std::make_tuple(LinearKernel::kAvx512Bf16, 140, 1024, 48),
+                                           std::make_tuple(LinearKernel::kAvx2, 37, 300, 33),
+                                           std::make_tuple(LinearKernel::kAvx2, 140, 1024, 48)));
 
 TEST(WeightLayout, AmxTilesKeepEveryRowReadable) {
   for (const auto& [out, in] : {std::pair{40, 64}, std::pair{16, 32}, std::pair{7, 96}, std::pair{33, 47}}) {

@@ -127,7 +127,8 @@ TEST_P(BatchInvariance, LogitsDoNotDependOnBatchMates) {
 
 INSTANTIATE_TEST_SUITE_P(DegreesAndKernels, BatchInvariance,
                          ::testing::Combine(::testing::Values(1, 2),
-                                            ::testing::Values(cpu::LinearKernel::kAmx, cpu::LinearKernel::kAvx512)),
+                                            ::testing::Values(cpu::LinearKernel::kAmx, cpu::LinearKernel::kAvx512Bf16,
+                                                              cpu::LinearKernel::kAvx512, cpu::LinearKernel::kAvx2)),
                          [](const auto& param_info) {
                            return "tp" + std::to_string(std::get<0>(param_info.param)) + "_" +
                                   cpu::LinearKernelName(std::get<1>(param_info.param));

@@ -1,0 +1,124 @@
+// The AVX-512 BF16 path of Linear (linear_dot.h): for CPUs with AVX512_BF16 but no AMX (AMD Zen 4
+// and 5, Intel Cooper Lake). VDPBF16PS multiplies 32 bf16 pairs into 16 f32 sums in one
+// instruction, on weights loaded as they are stored (no widening). Its inputs are bf16 on both
+// sides, so each f32 activation is split once per call, as the AMX kernel does (linear_amx.h),
+// into hi = bf16(x) and lo = bf16(x - hi): y = W·hi + W·lo keeps 16 bits of the activation's
+// mantissa where rounding it to bf16 would keep 8 (the engine's logits then miss the float64
+// reference by 10x more: tests/engine/reference_forward_test.cc). 32-element block b of a row
+// accumulates W·hi, then W·lo, into accumulator b % 4 of its token; they are combined as
+// (a0 + a1) + (a2 + a3) and reduced in one fixed order, whatever the batch.
+#include <algorithm>
+
+#include "kernels/cpu/linear_dot.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+// GCC 12 reports the _mm512_undefined_* placeholders inside its own AVX-512 headers as
+// "maybe uninitialized" once they are inlined here; the warning is about the headers, not us.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
+
+namespace tpserve::cpu::dot {
+
+#if defined(__x86_64__)
+namespace {
+
+#define TPSERVE_TARGET_AVX512BF16 __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
+
+TPSERVE_TARGET_AVX512BF16 inline __m512bh LoadBf16x32(const uint16_t* p) {
+  return reinterpret_cast<__m512bh>(_mm512_loadu_si512(p));
+}
+
+TPSERVE_TARGET_AVX512BF16 inline __m512bh MaskedLoadBf16x32(__mmask32 mask, const uint16_t* p) {
+  return reinterpret_cast<__m512bh>(_mm512_maskz_loadu_epi16(mask, p));
+}
+
+// x[t]: token t's hi parts [in], then its lo parts [in] (SplitToBf16).
+template <int n>
+TPSERVE_TARGET_AVX512BF16 void DotRowAvx512Bf16(const uint16_t* w, const uint16_t* const* x, int in, float* out) {
+  __m512 acc[n][4];
+  for (int t = 0; t < n; ++t) {
+    for (int k = 0; k < 4; ++k) acc[t][k] = _mm512_setzero_ps();
+  }
+  int i = 0;
+  for (; i + 128 <= in; i += 128) {
+    const char* ahead = reinterpret_cast<const char*>(w + i) + kPrefetchBytes;
+    for (int line = 0; line < 4; ++line) _mm_prefetch(ahead + 64 * line, _MM_HINT_T0);
+    const __m512bh w0 = LoadBf16x32(w + i), w1 = LoadBf16x32(w + i + 32);
+    const __m512bh w2 = LoadBf16x32(w + i + 64), w3 = LoadBf16x32(w + i + 96);
+    for (int t = 0; t < n; ++t) {
+      const uint16_t* hi = x[t] + i;
+      const uint16_t* lo = hi + in;
+      acc[t][0] = _mm512_dpbf16_ps(_mm512_dpbf16_ps(acc[t][0], w0, LoadBf16x32(hi)), w0, LoadBf16x32(lo));
+      acc[t][1] = _mm512_dpbf16_ps(_mm512_dpbf16_ps(acc[t][1], w1, LoadBf16x32(hi + 32)), w1, LoadBf16x32(lo + 32));
+      acc[t][2] = _mm512_dpbf16_ps(_mm512_dpbf16_ps(acc[t][2], w2, LoadBf16x32(hi + 64)), w2, LoadBf16x32(lo + 64));
+      acc[t][3] = _mm512_dpbf16_ps(_mm512_dpbf16_ps(acc[t][3], w3, LoadBf16x32(hi + 96)), w3, LoadBf16x32(lo + 96));
+    }
+  }
+  for (int k = 0; i < in; i += 32, ++k) {  // tail blocks (at most 4) continue the b % 4 assignment
+    const int remaining = std::min(32, in - i);
+    const __mmask32 mask = remaining == 32 ? ~__mmask32{0} : static_cast<__mmask32>((1u << remaining) - 1);
+    const __m512bh wk = MaskedLoadBf16x32(mask, w + i);
+    for (int t = 0; t < n; ++t) {
+      const __m512 with_hi = _mm512_dpbf16_ps(acc[t][k], wk, MaskedLoadBf16x32(mask, x[t] + i));
+      acc[t][k] = _mm512_dpbf16_ps(with_hi, wk, MaskedLoadBf16x32(mask, x[t] + in + i));
+    }
+  }
+  for (int t = 0; t < n; ++t) {
+    out[t] = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(acc[t][0], acc[t][1]), _mm512_add_ps(acc[t][2], acc[t][3])));
+  }
+}
+
+// 16 (or, masked, fewer) activations: hi = bf16(x) to `hi`, lo = bf16(x - hi) to `lo` (x - hi is exact).
+TPSERVE_TARGET_AVX512BF16 inline void Split16(__mmask16 mask, const float* x, uint16_t* hi, uint16_t* lo) {
+  const __m512 v = _mm512_maskz_loadu_ps(mask, x);
+  const __m256i hi_bits = reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(v));
+  const __m512 hi_f32 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(hi_bits), 16));
+  const __m256i lo_bits = reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(_mm512_sub_ps(v, hi_f32)));
+  _mm256_mask_storeu_epi16(hi, mask, hi_bits);
+  _mm256_mask_storeu_epi16(lo, mask, lo_bits);
+}
+
+TPSERVE_TARGET_AVX512BF16 void SplitToBf16Avx512(const float* x, int tokens, int in, uint16_t* out) {
+  for (int t = 0; t < tokens; ++t) {
+    const float* row = x + static_cast<size_t>(t) * in;
+    uint16_t* hi = out + static_cast<size_t>(t) * 2 * in;
+    uint16_t* lo = hi + in;
+    for (int i = 0; i < in; i += 16) {
+      const int remaining = std::min(16, in - i);
+      Split16(static_cast<__mmask16>((1u << remaining) - 1), row + i, hi + i, lo + i);
+    }
+  }
+}
+
+}  // namespace
+
+bool HasAvx512Bf16() {
+  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bf16");
+}
+
+const Table<Bf16Fn>& Avx512Bf16() {
+  static const Table<Bf16Fn> table = {
+      {nullptr, DotRowAvx512Bf16<1>, DotRowAvx512Bf16<2>, DotRowAvx512Bf16<3>, DotRowAvx512Bf16<4>}};
+  return table;
+}
+
+void SplitToBf16(const float* x, int tokens, int in, uint16_t* out) { SplitToBf16Avx512(x, tokens, in, out); }
+
+#else  // not x86-64: never available, never called
+
+bool HasAvx512Bf16() { return false; }
+const Table<Bf16Fn>& Avx512Bf16() {
+  static const Table<Bf16Fn> none;
+  return none;
+}
+void SplitToBf16(const float*, int, int, uint16_t*) {}
+
+#endif
+
+}  // namespace tpserve::cpu::dot
