@@ -4,7 +4,9 @@
 // compute-bound, and the ratio to one token shows whether batching pays.
 //
 //   bench_linear [--threads 0] [--tokens 1,8,32] [--shapes 128256x768,2048x768,...] [--reps 15]
-//                [--kernels amx,avx512] [--json]
+//                [--kernels amx,avx512bf16,avx512,avx2] [--json]
+// Where the CPU has AVX512_BF16 it also measures the bf16 compute ceiling (kernels/cpu/compute_peak.h)
+// and prints each point's useful FLOPs over it.
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdio>
@@ -17,6 +19,7 @@
 #include "common/dtype.h"
 #include "common/huge_page_allocator.h"
 #include "common/median.h"
+#include "kernels/cpu/compute_peak.h"
 #include "kernels/cpu/linear.h"
 #include "kernels/cpu/memory_bandwidth.h"
 #include "kernels/cpu/thread_pool.h"
@@ -89,13 +92,19 @@ int main(int argc, char** argv) {
   if (threads == 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   cpu::ThreadPool pool(threads);
   const cpu::BandwidthResult bandwidth = cpu::MeasureMemoryBandwidth(size_t{1} << 30, 5, &pool);
+  const double bf16_peak_gflops = cpu::MeasureBf16PeakGflops(&pool);  // 0 without AVX512_BF16
 
   nlohmann::json points = nlohmann::json::array();
   if (!json) {
     std::printf("ceiling: DRAM read %.1f GB/s with %d threads (measured in this run)\n",
                 bandwidth.read_gb_per_s, threads);
-    std::printf("%9s %6s %8s %6s %10s %10s %8s %9s\n", "kernel", "out", "in", "tokens", "time_us",
-                "ceiling_us", "of-ceil", "x_tok1");
+    if (bf16_peak_gflops > 0) {
+      std::printf("ceiling: bf16 compute %.0f GFLOP/s with %d threads (VDPBF16PS back to back, this run); "
+                  "of-bf16 = 2 x out x in x tokens / time over it\n",
+                  bf16_peak_gflops, threads);
+    }
+    std::printf("%10s %6s %8s %6s %10s %10s %8s %9s %7s\n", "kernel", "out", "in", "tokens", "time_us",
+                "ceiling_us", "of-ceil", "x_tok1", "of-bf16");
   }
   std::mt19937 random(7);
   std::normal_distribution<float> normal;
@@ -129,13 +138,17 @@ int main(int argc, char** argv) {
         const double us = Median(micros);
         if (tokens == token_counts.front()) one_token_us = us / tokens;
         const double per_token_gain = one_token_us / (us / tokens);
+        const double gflops = 2.0 * shape.out * shape.in * tokens / (us * 1e3);
+        const double of_bf16_peak = bf16_peak_gflops > 0 ? gflops / bf16_peak_gflops : 0;
         if (json) {
           points.push_back({{"kernel", cpu::LinearKernelName(kernel)}, {"out", shape.out}, {"in", shape.in},
                             {"tokens", tokens}, {"time_us", us}, {"ceiling_us", ceiling_us},
-                            {"of_ceiling", ceiling_us / us}, {"tokens_per_s_vs_first", per_token_gain}});
+                            {"of_ceiling", ceiling_us / us}, {"tokens_per_s_vs_first", per_token_gain},
+                            {"gflops", gflops}, {"of_bf16_peak", of_bf16_peak}});
         } else {
-          std::printf("%9s %6d %8d %6d %10.1f %10.1f %7.0f%% %8.2fx\n", cpu::LinearKernelName(kernel),
-                      shape.out, shape.in, tokens, us, ceiling_us, 100 * ceiling_us / us, per_token_gain);
+          std::printf("%10s %6d %8d %6d %10.1f %10.1f %7.0f%% %8.2fx %6.0f%%\n", cpu::LinearKernelName(kernel),
+                      shape.out, shape.in, tokens, us, ceiling_us, 100 * ceiling_us / us, per_token_gain,
+                      100 * of_bf16_peak);
         }
       }
     }
@@ -143,6 +156,7 @@ int main(int argc, char** argv) {
   if (json) {
     std::printf("%s\n", nlohmann::json{{"threads", threads},
                                        {"dram_read_gb_per_s", bandwidth.read_gb_per_s},
+                                       {"bf16_peak_gflops", bf16_peak_gflops},
                                        {"points", points}}
                             .dump(2)
                             .c_str());

@@ -35,7 +35,7 @@ struct LinearArgs {
   WeightLayout layout = WeightLayout::kRowMajor;
 };
 
-// The instruction sets Linear can run on, fastest first. Each is deterministic and batch
+// The instruction sets Linear can run on. Each is deterministic and batch
 // invariant on its own; they differ from each other in rounding (AMX multiplies the activations
 // as a bf16 hi + lo pair, linear_amx.h, and so does AVX-512 BF16), so one engine uses one kernel
 // for every step.
@@ -47,8 +47,11 @@ enum class LinearKernel {
   kPortable,    // plain C++ with the same lane structure
 };
 
-// Every kernel, fastest first (BestLinearKernel picks the first this CPU runs).
-inline constexpr LinearKernel kLinearKernels[] = {LinearKernel::kAmx, LinearKernel::kAvx512Bf16, LinearKernel::kAvx512,
+// Every kernel, in the order `auto` prefers them (BestLinearKernel picks the first this CPU runs):
+// measured fastest first. AVX-512 BF16 comes after AVX-512: on the AMD EPYC (Zen) these were
+// measured on, its VDPBF16PS pairs (the activations' hi and lo parts) ran batch 8 at 1.4-2.0x
+// batch 1 where the f32 FMA kernel ran 1.9-2.6x, and no faster at batch 1 (docs/PERFORMANCE.md).
+inline constexpr LinearKernel kLinearKernels[] = {LinearKernel::kAmx, LinearKernel::kAvx512, LinearKernel::kAvx512Bf16,
                                                   LinearKernel::kAvx2, LinearKernel::kPortable};
 
 // "amx", "avx512bf16", "avx512", "avx2", "portable"

@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# Issue 35's measurements: tpserve's CPU Linear kernels on this machine, in one run, next to the
+# DRAM read ceiling and the bf16 compute ceiling measured in the same run (bench_linear), decode on
+# the default model at batch 1 and 8 per kernel (bench-decode), and llama.cpp on the same bf16
+# weights: `llama-bench -p 0 -n 128 -t 2`, built from the llama.cpp source that the node-llama-cpp
+# npm package bundles (scripts/fetch_assets.sh fetches it), twice: native, and AVX2 only
+# (-DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_AVX512=OFF) to face the avx2 kernel. The GGUF is written
+# by benchmarks/llamacpp/hf_to_gguf_bf16.py with llama.cpp's gguf-py and numpy, without torch.
+# A benchmark, not a test: minutes, and a llama.cpp build (about 10 min on 2 cores, kept in OUT).
+#
+#   benchmarks/cpu_kernels_vs_llamacpp.sh [BUILD_DIR] [OUT_DIR]
+#
+# Needs python3-numpy (apt). Environment: KERNELS (default: those of avx512bf16,avx512,avx2 this CPU
+# runs), THREADS (default 2), STEPS (bench-decode steps per point, default 24).
+set -euo pipefail
+REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+BUILD="${1:-$REPO/build}"
+OUT="${2:-$REPO/.assets/bench-cpu-kernels}"
+THREADS="${THREADS:-2}"
+STEPS="${STEPS:-24}"
+PYTHON=/usr/bin/python3  # Debian's, with python3-numpy
+TPSERVE="$BUILD/server/tpserve"
+mkdir -p "$OUT"
+"$PYTHON" -c "import numpy" 2>/dev/null || { echo "cpu_kernels: apt-get install python3-numpy" >&2; exit 1; }
+
+if [[ -z ${KERNELS:-} ]]; then
+  runs="$("$TPSERVE" devices 2>/dev/null | sed -n 's/.*(runs here: \(.*\))/\1/p')"
+  KERNELS=""
+  for k in avx512bf16 avx512 avx2; do [[ " $runs " == *" $k "* ]] && KERNELS+="${KERNELS:+,}$k"; done
+fi
+echo "== $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | xargs), $THREADS threads, kernels $KERNELS, $(date -u +%FT%TZ)"
+
+MODEL="$REPO/.assets/models/tpserve-small-llama3"
+[[ -f $MODEL/config.json ]] || "$TPSERVE" make-model --out "$MODEL" --preset small --tokenizer llama3 --seed 0
+
+echo "== bench_linear (the small model's shapes; ceilings measured in this run)"
+"$BUILD/benchmarks/bench_linear" --threads "$THREADS" --tokens 1,8 --kernels "$KERNELS" | tee "$OUT/bench_linear.txt"
+
+echo "== bench-decode --tp 1 --batch 1,8 (default model, context 32)"
+"$TPSERVE" bench-decode --model "$MODEL" --tp 1 --batch 1,8 --steps "$STEPS" --threads "$THREADS" \
+  --linear-kernel "$KERNELS" --json > "$OUT/bench_decode.json"
+
+# llama.cpp from the bundle in the npm package fetch_assets.sh keeps in its cache.
+NLC_VER="$(sed -n 's/^NLC_VER="\(.*\)"/\1/p' "$REPO/scripts/fetch_assets.sh")"
+TGZ="$REPO/.assets/cache/node-llama-cpp-$NLC_VER.tgz"
+[[ -f $TGZ ]] || "$REPO/scripts/fetch_assets.sh" >/dev/null
+LLAMA="$OUT/llama.cpp"
+if [[ ! -d $LLAMA/.git ]]; then
+  tar -xzf "$TGZ" -C "$OUT" package/llama/gitRelease.bundle package/llama/llama.cpp.info.json
+  git clone -q "$OUT/package/llama/gitRelease.bundle" "$LLAMA"
+fi
+echo "== llama.cpp $(tr -d '\n ' < "$OUT/package/llama/llama.cpp.info.json") at $(git -C "$LLAMA" rev-parse --short HEAD)"
+build_llama() {  # DIR CMAKE_FLAGS...
+  local dir="$1"; shift
+  if [[ ! -x $dir/bin/llama-bench ]]; then
+    cmake -S "$LLAMA" -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF \
+      -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF -DGGML_CCACHE=OFF "$@" > "$dir.configure.log"
+    cmake --build "$dir" --target llama-bench > "$dir.build.log"
+  fi
+}
+build_llama "$OUT/llama-native" -DGGML_NATIVE=ON
+[[ $KERNELS == *avx2* ]] && build_llama "$OUT/llama-avx2" -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON \
+  -DGGML_F16C=ON -DGGML_AVX512=OFF -DGGML_AVX512_BF16=OFF -DGGML_AVX512_VNNI=OFF -DGGML_AVX512_VBMI=OFF
+GGUF="$OUT/tpserve-small-llama3-bf16.gguf"
+[[ -f $GGUF ]] || PYTHONPATH="$LLAMA/gguf-py" "$PYTHON" "$REPO/benchmarks/llamacpp/hf_to_gguf_bf16.py" "$MODEL" "$GGUF"
+for build in native avx2; do
+  [[ -x $OUT/llama-$build/bin/llama-bench ]] || continue
+  echo "== llama-bench ($build build) -p 0 -n 128 -t $THREADS"
+  "$OUT/llama-$build/bin/llama-bench" -m "$GGUF" -p 0 -n 128 -t "$THREADS" -o json > "$OUT/llama_bench_$build.json"
+done
+
+"$PYTHON" - "$OUT" "$KERNELS" <<'PY'
+import json, pathlib, sys
+out, kernels = pathlib.Path(sys.argv[1]), sys.argv[2].split(",")
+rows = json.loads((out / "bench_decode.json").read_text())["rows"]
+llama = {}
+for build in ("native", "avx2"):
+    path = out / f"llama_bench_{build}.json"
+    if path.exists():
+        llama[build] = json.loads(path.read_text())[0]["avg_ts"]
+print("\n== decode, default model, TP=1 (tokens/s; ceiling = weight bytes / DRAM read, this run)")
+print(f"{'kernel':>10} {'batch 1':>9} {'of ceiling':>10} {'batch 8':>9} {'x batch 1':>9}  {'llama.cpp tg128':>16} {'ratio':>6}")
+for k in kernels:
+    one = next(r for r in rows if r["kernel"] == k and r["batch"] == 1)
+    eight = next(r for r in rows if r["kernel"] == k and r["batch"] == 8)
+    peer = llama.get("avx2" if k == "avx2" else "native")
+    ratio = f"{one['tokens_per_s'] / peer:.2f}x" if peer else "-"
+    peer_text = f"{peer:.1f} ({'avx2' if k == 'avx2' else 'native'})" if peer else "-"
+    print(f"{k:>10} {one['tokens_per_s']:>9.1f} {100 * one['fraction_of_ceiling']:>9.0f}% {eight['tokens_per_s']:>9.1f} "
+          f"{eight['vs_batch1']:>8.2f}x  {peer_text:>16} {ratio:>6}")
+PY
