@@ -8,10 +8,7 @@
 #include "common/median.h"
 #include "kernels/cpu/linear_dot.h"
 #include "kernels/cpu/thread_pool.h"
-
-#if defined(__x86_64__)
-#include <immintrin.h>
-#endif
+#include "kernels/cpu/x86_intrinsics.h"
 
 namespace tpserve::cpu {
 namespace {

@@ -11,17 +11,7 @@
 #include "kernels/cpu/linear_amx.h"
 #include "kernels/cpu/linear_dot.h"
 #include "kernels/cpu/thread_pool.h"
-
-#if defined(__x86_64__)
-#include <immintrin.h>
-#endif
-
-// GCC 12 reports the _mm512_undefined_* placeholders inside its own AVX-512 headers as
-// "maybe uninitialized" once they are inlined here; the warning is about the headers, not us.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#endif
+#include "kernels/cpu/x86_intrinsics.h"
 
 namespace tpserve::cpu {
 namespace {

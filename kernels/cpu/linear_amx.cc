@@ -2,19 +2,13 @@
 
 #include <algorithm>
 
+#include "kernels/cpu/x86_intrinsics.h"
+
 #if defined(__x86_64__) && defined(__linux__)
 #include <cpuid.h>
-#include <immintrin.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 #define TPSERVE_AMX_POSSIBLE 1
-#endif
-
-// GCC 12 reports the _mm512_undefined_* placeholders inside its own AVX-512 headers as
-// "maybe uninitialized" once they are inlined here; the warning is about the headers, not us.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC diagnostic ignored "-Wuninitialized"
 #endif
 
 namespace tpserve::cpu::amx {

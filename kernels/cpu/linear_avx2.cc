@@ -6,10 +6,7 @@
 #include <algorithm>
 
 #include "kernels/cpu/linear_dot.h"
-
-#if defined(__x86_64__)
-#include <immintrin.h>
-#endif
+#include "kernels/cpu/x86_intrinsics.h"
 
 namespace tpserve::cpu::dot {
 
