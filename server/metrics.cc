@@ -164,14 +164,7 @@ std::string ServerMetrics::RenderPrometheus() const {
            std::to_string(it == finished_.end() ? 0 : it->second) + "\n";
   }
   Header(&out, "tpserve_request_errors_total", "counter", "Failed requests by gRPC status code.");
-  // The codes a request can fail with are listed from the start (at 0), so that a rate over them
-  // is 0 rather than no data before the first error.
-  std::map<std::string, uint64_t> errors = errors_;
-  for (const char* code : {"INVALID_ARGUMENT", "RESOURCE_EXHAUSTED", "UNAVAILABLE", "DEADLINE_EXCEEDED",
-                           "UNAUTHENTICATED", "INTERNAL"}) {
-    errors.try_emplace(code, 0);
-  }
-  for (const auto& [code, n] : errors) {
+  for (const auto& [code, n] : errors_) {
     out += "tpserve_request_errors_total{code=\"" + code + "\"} " + std::to_string(n) + "\n";
   }
   return out;

@@ -86,7 +86,10 @@ struct ServerMetrics {
   mutable std::mutex mutex_;
   std::map<int64_t, std::unique_ptr<Histogram>> allreduce_;  // by message bytes
   std::map<std::string, uint64_t> finished_;                 // by finish reason
-  std::map<std::string, uint64_t> errors_;                   // by status code name
+  // By status code name. The codes a request can fail with are there at 0 from the start, so that
+  // a rate over them reads 0 rather than no data before the first error.
+  std::map<std::string, uint64_t> errors_ = {{"INVALID_ARGUMENT", 0}, {"RESOURCE_EXHAUSTED", 0}, {"UNAVAILABLE", 0},
+                                             {"DEADLINE_EXCEEDED", 0}, {"UNAUTHENTICATED", 0}, {"INTERNAL", 0}};
 };
 
 }  // namespace tpserve

@@ -1,6 +1,5 @@
 #include "kernels/cpu/compute_peak.h"
 
-#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <vector>

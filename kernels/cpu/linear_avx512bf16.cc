@@ -12,7 +12,6 @@
 #include "kernels/cpu/linear_dot.h"
 #include "kernels/cpu/x86_intrinsics.h"
 
-
 namespace tpserve::cpu::dot {
 
 #if defined(__x86_64__)

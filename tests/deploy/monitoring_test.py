@@ -19,7 +19,6 @@
 Prints "monitoring: all passed" when every check passed. Bounded: about 30 s.
 """
 import json
-import os
 import pathlib
 import re
 import shutil
@@ -31,6 +30,11 @@ import tempfile
 import time
 import urllib.parse
 import urllib.request
+
+try:
+    import yaml
+except ImportError:
+    sys.exit("monitoring: Python's yaml module is not installed: apt-get install python3-yaml (scripts/setup.sh does)")
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 MONITORING = REPO / "deploy/monitoring"
@@ -92,17 +96,11 @@ def values(result):
     return [float(series["value"][1]) for series in result]
 
 
-def load_yaml(path):
-    import yaml  # python3-yaml, as tests/deploy's other checks
-    return yaml.safe_load(path.read_text())
-
-
 def promtool_checks(work, serving_metrics):
     out = run([PROMTOOL, "check", "config", str(MONITORING / "prometheus.yml")])
     check(out.returncode == 0, f"promtool check config prometheus.yml: {out.stdout}{out.stderr}")
     # Kubernetes: the same config with a static target where Debian's Prometheus has no kubernetes_sd.
-    import yaml
-    config = load_yaml(MONITORING / "kubernetes/prometheus-kubernetes.yml")
+    config = yaml.safe_load((MONITORING / "kubernetes/prometheus-kubernetes.yml").read_text())
     for job in config["scrape_configs"]:
         check("kubernetes_sd_configs" in job, f"kubernetes config: job {job['job_name']} discovers pods")
         job.pop("kubernetes_sd_configs", None)
@@ -134,7 +132,7 @@ def dashboard_queries():
 
 
 def rule_expressions():
-    rules = load_yaml(MONITORING / "rules/tpserve.rules.yml")
+    rules = yaml.safe_load((MONITORING / "rules/tpserve.rules.yml").read_text())
     for group in rules["groups"]:
         for rule in group["rules"]:
             yield rule.get("record") or rule["alert"], "record" in rule, rule["expr"]

@@ -264,10 +264,8 @@ def serve_group_prefix_cache():
             out = subprocess.run([TPSERVE, "client", "--target", target, "--prompt", prompt, "--max-tokens", "8",
                                   "--ignore-eos", *sampling, "--json"], capture_output=True, text=True, timeout=60)
             outputs_of_run.append(json.loads(out.stdout)["token_ids"] if out.returncode == 0 else out.stderr[-200:])
-        scraped = urllib.request.urlopen(f"http://{metrics}/metrics", timeout=10).read().decode()
-        hits = [float(line.split()[1]) for line in scraped.splitlines()
-                if line.startswith("tpserve_prefix_cache_hits_total ")]
-        runs[name] = (outputs_of_run, hits[0] if hits else -1)
+        hits = scrape_values(metrics, ("tpserve_prefix_cache_hits_total",))[0]
+        runs[name] = (outputs_of_run, -1 if hits is None else hits)
         proc.send_signal(signal.SIGTERM)
         proc.communicate(timeout=30)
     follower.communicate(timeout=30)
