@@ -159,7 +159,9 @@ Result<DeviceCommBenchReply> MeasureOnDevice(const CommBenchOptions& o, const st
                                              const std::vector<size_t>& counts) {
   ASSIGN_OR_RETURN(CudaProbe probe, ProbeCudaBackend());
   DeviceCommBenchRequest request{.backend = backend, .all_gather = c == Collective::kAllGather, .ranks = o.ranks,
-                                 .counts = counts, .iters = o.iters, .warmup = o.warmup, .check = o.check != 0};
+                                 .counts = counts, .iters = o.iters, .warmup = o.warmup, .check = o.check != 0,
+                                 .graph_calls = backend == o.backend ? o.graph : 0,
+                                 .register_windows = backend == o.backend && o.register_windows};
   return RunDeviceCommBench(probe.module_path, request);
 }
 
@@ -199,6 +201,11 @@ Result<CommBenchReport> RunCommBench(const CommBenchOptions& o) {
     return Unimplemented("--backend " + o.backend + " runs all_reduce and all_gather (the decoder's collectives)");
   }
   if (device && !o.peer.empty()) return InvalidArgument("--peer mpi compares with the local backend only");
+  if (o.graph < 0) return InvalidArgument("--graph N: N must be >= 0");
+  if ((o.graph > 0 || o.register_windows) && o.backend != "nccl") {
+    return InvalidArgument(std::string(o.graph > 0 ? "--graph captures" : "--register registers") +
+                           " NCCL's calls: it needs --backend nccl");
+  }
   if (o.dtype != "float") return Unimplemented("-d '" + o.dtype + "': bench-comm reduces float only");
   if (o.op != "sum") return Unimplemented("-o '" + o.op + "': bench-comm supports sum only");
   if (o.ranks < 1 || o.ranks > 64) return InvalidArgument("--ranks must be 1..64");
@@ -235,6 +242,7 @@ Result<CommBenchReport> RunCommBench(const CommBenchOptions& o) {
       const DeviceCommBenchRow& timed = on_device.rows[point];
       oop = {timed.oop_s, timed.oop_wrong};
       ip = {timed.ip_s, timed.ip_wrong};
+      row.graph_us = timed.graph_s * 1e6;
     } else {
       ASSIGN_OR_RETURN(oop, Measure(o, c, count, false));
       ASSIGN_OR_RETURN(ip, Measure(o, c, count, true));
@@ -306,6 +314,16 @@ std::string FormatCommBench(const CommBenchReport& r, const CommBenchOptions& o)
                   r.fit.alpha_s * 1e6, r.fit.beta_bytes_per_s / 1e9, r.fit.crossover_bytes);
     out += line;
   }
+  if (o.graph > 0) {
+    std::snprintf(line, sizeof(line), "#\n# --graph %d: out-of-place calls captured in one CUDA graph, launched as one\n", o.graph);
+    out += line;
+    out += "#       size    eager(us)    graph(us)  graph/eager\n";
+    for (const auto& row : r.rows) {
+      std::snprintf(line, sizeof(line), "%12zu  %11.2f  %11.2f  %10.2fx\n", row.bytes, row.oop_us, row.graph_us,
+                    row.oop_us > 0 ? row.graph_us / row.oop_us : 0);
+      out += line;
+    }
+  }
   if (!r.peer.empty()) {
     const bool mpi = r.peer == "mpi";
     std::snprintf(line, sizeof(line), "#\n# peer: %s (%s), %d %s, same sizes and iterations, run after the sweep\n",
@@ -327,12 +345,15 @@ std::string FormatCommBench(const CommBenchReport& r, const CommBenchOptions& o)
   return out;
 }
 
-std::string CommBenchJson(const CommBenchReport& r) {
+std::string CommBenchJson(const CommBenchReport& r) { return CommBenchJsonValue(r).dump(); }
+
+nlohmann::json CommBenchJsonValue(const CommBenchReport& r) {
   nlohmann::json rows = nlohmann::json::array();
   for (const auto& row : r.rows) {
     rows.push_back({{"size", row.bytes}, {"count", row.count}, {"type", "float"},
                     {"out_of_place", {{"time_us", row.oop_us}, {"algbw", row.oop_algbw}, {"busbw", row.oop_busbw}, {"wrong", row.oop_wrong}}},
                     {"in_place", {{"time_us", row.ip_us}, {"algbw", row.ip_algbw}, {"busbw", row.ip_busbw}, {"wrong", row.ip_wrong}}}});
+    if (row.graph_us > 0) rows.back()["graph"] = {{"time_us", row.graph_us}};
   }
   if (!r.peer.empty()) {
     for (size_t i = 0; i < r.rows.size(); ++i) {
@@ -351,7 +372,46 @@ std::string CommBenchJson(const CommBenchReport& r) {
     out["fit"] = {{"alpha_us", r.fit.alpha_s * 1e6}, {"beta_gb_s", r.fit.beta_bytes_per_s / 1e9},
                   {"crossover_bytes", r.fit.crossover_bytes}};
   }
-  return out.dump();
+  return out;
+}
+
+Result<CommBenchReport> ParseCommBenchJson(const nlohmann::json& value, const std::string& source) {
+  CommBenchReport r;
+  try {
+    ASSIGN_OR_RETURN(r.collective, ParseCollective(value.at("collective").get<std::string>()));
+    r.backend = value.at("backend").get<std::string>();
+    r.ranks = value.at("ranks").get<int>();
+    r.library = value.value("library", "");
+    r.placement = value.value("placement", "");
+    r.device = value.value("device", "");
+    const double factor = BusBandwidthFactor(r.collective, std::max(1, r.ranks));
+    for (const nlohmann::json& entry : value.at("rows")) {
+      CommBenchRow row;
+      row.bytes = entry.at("size").get<size_t>();
+      row.count = entry.value("count", size_t{0});
+      const nlohmann::json& oop = entry.at("out_of_place");
+      row.oop_us = oop.at("time_us").get<double>();
+      row.oop_wrong = oop.value("wrong", size_t{0});
+      if (!(row.oop_us > 0)) {
+        return InvalidArgument(source + ": size " + std::to_string(row.bytes) + ": out_of_place.time_us must be > 0");
+      }
+      row.oop_algbw = row.bytes / (row.oop_us * 1e-6) / 1e9;
+      row.oop_busbw = row.oop_algbw * factor;
+      if (entry.contains("in_place")) {
+        row.ip_us = entry["in_place"].value("time_us", 0.0);
+        row.ip_wrong = entry["in_place"].value("wrong", size_t{0});
+        row.ip_algbw = row.ip_us > 0 ? row.bytes / (row.ip_us * 1e-6) / 1e9 : 0;
+        row.ip_busbw = row.ip_algbw * factor;
+      }
+      if (entry.contains("graph")) row.graph_us = entry["graph"].value("time_us", 0.0);
+      r.rows.push_back(row);
+    }
+  } catch (const std::exception& e) {
+    return InvalidArgument(source + ": not bench-comm --json output: " + e.what());
+  }
+  if (r.ranks < 1) return InvalidArgument(source + ": ranks must be at least 1");
+  if (r.rows.empty()) return InvalidArgument(source + ": no rows");
+  return r;
 }
 
 }  // namespace tpserve

@@ -5,6 +5,7 @@
 // oneshot (AllReduce; one GPU per rank where there are enough, else ranks sharing GPU 0).
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -35,6 +36,15 @@ struct CommBenchOptions {
   int corrupt_rank = -1;            // fault injection for tests: this rank's input is off by one
   bool json = false;
   std::string plot;                 // --plot FILE.svg|png
+  // A sweep over NCCL's paths (benchmarks/comm_sweep.h): NCCL_PROTO and NCCL_ALGO values, and
+  // --register (buffers registered as symmetric windows, NCCL >= 2.27; with --one-run: this run).
+  std::vector<std::string> protocols, algorithms;
+  bool register_windows = false;
+  bool one_run = false;             // a sweep's child: run these options once, whatever the above
+  // --graph N (nccl): also time N calls captured in one CUDA graph, launched as one (nccl-tests -G).
+  int graph = 0;
+  std::string hardware;             // --hardware PRESET|PROFILE: % of link peak, the planner's prediction
+  std::string from;                 // --from FILE: render a recorded --json result instead of measuring
 };
 
 struct CommBenchRow {
@@ -45,6 +55,7 @@ struct CommBenchRow {
   size_t ip_wrong = 0;
   double peer_us = 0;  // the peer's time at this size (0: no peer)
   size_t peer_wrong = 0;
+  double graph_us = 0;  // --graph: per call, N calls in one CUDA graph (0: not measured)
 };
 
 struct CommBenchReport {
@@ -67,6 +78,9 @@ const char* PeerCollectiveName(Collective c);  // "MPI_Allreduce", ...
 Result<CommBenchReport> RunCommBench(const CommBenchOptions& options);
 std::string FormatCommBench(const CommBenchReport& report, const CommBenchOptions& options);
 std::string CommBenchJson(const CommBenchReport& report);
+nlohmann::json CommBenchJsonValue(const CommBenchReport& report);
+// bench-comm --json output back into a report (errors name `source`).
+Result<CommBenchReport> ParseCommBenchJson(const nlohmann::json& value, const std::string& source);
 // Latency vs message size (log-log): out-of-place, in-place, the peer, and the fitted α–β model.
 LineChart CommLatencyChart(const CommBenchReport& report);
 

@@ -1,9 +1,14 @@
 #include <spdlog/spdlog.h>
 
 #include <cstdio>
+#include <optional>
 
+#include "benchmarks/child_process.h"
 #include "benchmarks/comm_bench.h"
+#include "benchmarks/comm_sweep.h"
 #include "cli/commands.h"
+#include "common/bounded_json.h"
+#include "planner/hardware_profile.h"
 
 namespace tpserve {
 
@@ -43,16 +48,61 @@ void AddBenchCommCommand(CLI::App& app, CommandAction* action) {
   cmd->add_option("--peer", o->peer,
                   "mpi: also time Open MPI's collective (mpirun, same ranks, sizes, iterations) and print the ratio");
   cmd->add_option("--debug-corrupt-rank", o->corrupt_rank)->group("");  // tests: prove #wrong works
+  cmd->add_option("--protocols", o->protocols,
+                  "Sweep NCCL protocols (LL,LL128,Simple): one run per protocol x --algorithms value, each in its "
+                  "own process with NCCL_PROTO / NCCL_ALGO set, beside NCCL's own choice")
+      ->delimiter(',');
+  cmd->add_option("--algorithms", o->algorithms, "Sweep NCCL algorithms (Ring,Tree,NVLS,...), with --protocols")
+      ->delimiter(',');
+  cmd->add_flag("--register", o->register_windows,
+                "nccl: also run on buffers registered as symmetric windows (NCCL >= 2.27), and say from NCCL's "
+                "debug output whether its symmetric kernels ran");
+  cmd->add_option("--graph", o->graph,
+                  "nccl: also time N calls captured in one CUDA graph, launched as one (nccl-tests -G N)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--hardware", o->hardware,
+                  "A planner profile (preset name or file): busbw as % of its link peak, and the planner's prediction "
+                  "for each size");
+  cmd->add_option("--from", o->from, "Render a recorded bench-comm --json result (a sweep or one run) instead of measuring")
+      ->check(CLI::ExistingFile);
+  cmd->add_flag("--one-run", o->one_run)->group("");  // a sweep's child process
   cmd->add_flag("--json", o->json, "Print one JSON object");
   cmd->add_option("--plot", o->plot, "Write a latency-vs-size chart (FILE.svg or FILE.png)");
   cmd->callback([o, action] {
     *action = [o] {
+      std::optional<planner::HardwareProfile> hardware;
+      if (!o->hardware.empty()) {
+        auto loaded = planner::LoadHardwareProfile(o->hardware);
+        if (!loaded.ok()) {
+          spdlog::error("bench-comm: --hardware: {}", loaded.status().ToString());
+          return 2;
+        }
+        hardware = std::move(*loaded);
+      }
+      const planner::HardwareProfile* profile = hardware ? &*hardware : nullptr;
+      if (!o->from.empty() || IsCommSweep(*o)) {
+        Result<CommSweepReport> sweep = Internal("unreached");
+        if (!o->from.empty()) {
+          auto value = ReadJsonFile(o->from);
+          sweep = value.ok() ? ParseCommSweepJson(*value, o->from) : Result<CommSweepReport>(value.status());
+        } else {
+          sweep = RunCommSweep(*o, SelfExecutable());
+        }
+        if (!sweep.ok()) {
+          spdlog::error("bench-comm: {}", sweep.status().ToString());
+          return 1;
+        }
+        std::printf("%s\n", o->json ? CommSweepJson(*sweep).dump().c_str() : FormatCommSweep(*sweep, profile).c_str());
+        return WritePlotIfAsked("bench-comm", o->plot, [&] { return RenderSvg(CommSweepChart(*sweep, profile)); });
+      }
       auto report = RunCommBench(*o);
       if (!report.ok()) {
         spdlog::error("bench-comm: {}", report.status().ToString());
         return 1;
       }
-      std::printf("%s\n", o->json ? CommBenchJson(*report).c_str() : FormatCommBench(*report, *o).c_str());
+      std::string text = o->json ? CommBenchJson(*report) : FormatCommBench(*report, *o);
+      if (profile != nullptr && !o->json) text += FormatHardwareComparison(*report, *profile);
+      std::printf("%s\n", text.c_str());
       return WritePlotIfAsked("bench-comm", o->plot, [&] { return RenderSvg(CommLatencyChart(*report)); });
     };
   });

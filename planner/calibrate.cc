@@ -353,6 +353,34 @@ Result<CommSamples> ParseBenchCommJson(const json& value, const std::string& sou
   return out;
 }
 
+Result<std::vector<CommSamples>> ParseBenchCommFile(const json& value, const std::string& source) {
+  if (!value.is_object() || !value.contains("sweep")) {
+    ASSIGN_OR_RETURN(CommSamples single, ParseBenchCommJson(value, source));
+    return std::vector<CommSamples>{std::move(single)};
+  }
+  std::vector<CommSamples> out;
+  const json& sweep = value["sweep"];
+  if (!sweep.is_object() || !sweep.contains("runs") || !sweep["runs"].is_array()) {
+    return InvalidArgument(source + ": sweep.runs must be an array");
+  }
+  for (size_t i = 0; i < sweep["runs"].size(); ++i) {
+    const json& run = sweep["runs"][i];
+    if (!run.is_object()) return InvalidArgument(source + ": sweep.runs[" + std::to_string(i) + "] must be an object");
+    if (run.value("registered", false) || !run.contains("result") || run["result"].is_null()) continue;
+    const auto text = [&](const char* key) -> std::string {
+      return run.contains(key) && run[key].is_string() ? run[key].get<std::string>() : "";
+    };
+    ASSIGN_OR_RETURN(CommSamples samples,
+                     ParseBenchCommJson(run["result"], source + ": sweep.runs[" + std::to_string(i) + "]"));
+    samples.source = source;
+    samples.algorithm = text("algorithm");
+    samples.protocol = text("protocol");
+    out.push_back(std::move(samples));
+  }
+  if (out.empty()) return InvalidArgument(source + ": a sweep with no measured run");
+  return out;
+}
+
 Result<CommSamples> ParseNcclTestsOutput(std::string_view text, const std::string& source) {
   CommSamples out;
   out.source = source;
@@ -436,7 +464,8 @@ Result<std::vector<CollectiveFit>> FitCollective(const CommSamples& s) {
       alpha_us = 0;
       beta_gb_s = Median(rates);
     }
-    fits.push_back({CollectiveName(s.collective), s.ranks, min_bytes, max_bytes, alpha_us, beta_gb_s, s.source});
+    fits.push_back({CollectiveName(s.collective), s.ranks, min_bytes, max_bytes, alpha_us, beta_gb_s, s.source,
+                    s.algorithm, s.protocol});
   }
   if (fits.empty()) return InvalidArgument(s.source + ": too few sizes to fit (at least two in one size range)");
   return fits;
@@ -468,8 +497,8 @@ Result<Calibration> Calibrate(const CalibrateInputs& in) {
   std::vector<CommSamples> sweeps;
   for (const std::string& path : in.bench_comm) {
     ASSIGN_OR_RETURN(json value, ReadJsonFile(path));
-    ASSIGN_OR_RETURN(CommSamples s, ParseBenchCommJson(value, path));
-    sweeps.push_back(std::move(s));
+    ASSIGN_OR_RETURN(std::vector<CommSamples> runs, ParseBenchCommFile(value, path));
+    for (CommSamples& s : runs) sweeps.push_back(std::move(s));
   }
   for (const std::string& path : in.nccl_tests) {
     ASSIGN_OR_RETURN(std::string text, ReadTextFile(path));
@@ -479,12 +508,15 @@ Result<Calibration> Calibrate(const CalibrateInputs& in) {
   for (const CommSamples& s : sweeps) {
     ASSIGN_OR_RETURN(std::vector<CollectiveFit> fits, FitCollective(s));
     std::erase_if(p.collective_fits, [&](const CollectiveFit& f) {
-      return f.collective == CollectiveName(s.collective) && f.ranks == s.ranks;
+      return f.collective == CollectiveName(s.collective) && f.ranks == s.ranks && f.algorithm == s.algorithm &&
+             f.protocol == s.protocol;
     });
     for (const CollectiveFit& f : fits) {
-      char line[200];
-      std::snprintf(line, sizeof(line), "%s at %d ranks, %.0f-%.0f B: alpha %.2f us, %.2f GB/s (%s)",
-                    f.collective.c_str(), f.ranks, f.min_bytes, f.max_bytes, f.alpha_us, f.beta_gb_s, f.source.c_str());
+      char line[300];
+      const std::string path = f.algorithm.empty() && f.protocol.empty() ? "" : " " + f.algorithm + "/" + f.protocol;
+      std::snprintf(line, sizeof(line), "%s%s at %d ranks, %.0f-%.0f B: alpha %.2f us, %.2f GB/s (%s)",
+                    f.collective.c_str(), path.c_str(), f.ranks, f.min_bytes, f.max_bytes, f.alpha_us, f.beta_gb_s,
+                    f.source.c_str());
       out.notes.push_back(line);
       p.collective_fits.push_back(f);
     }

@@ -22,9 +22,16 @@ struct CommSamples {
   int ranks = 0;
   std::vector<std::pair<double, double>> points;
   std::string source;
+  // The NCCL_ALGO / NCCL_PROTO the sweep forced (a bench-comm --protocols run); empty: NCCL's choice.
+  std::string algorithm, protocol;
 };
 
+// One bench-comm --json run.
 Result<CommSamples> ParseBenchCommJson(const nlohmann::json& value, const std::string& source);
+// A bench-comm --json file: one run, or a --protocols / --algorithms sweep, whose every run that
+// measured becomes samples of its own path (the "auto" run: NCCL's choice; --register's run is
+// left out: the planner does not model symmetric kernels).
+Result<std::vector<CommSamples>> ParseBenchCommFile(const nlohmann::json& value, const std::string& source);
 // nccl-tests' text (all_reduce_perf, all_gather_perf): the rank count from its "#  Rank" lines, the
 // collective from the test's name (else the redop column), the out-of-place time of every size.
 // A row with #wrong > 0 is an error naming its size.

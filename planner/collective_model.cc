@@ -1,7 +1,9 @@
 #include "planner/collective_model.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
+#include <string_view>
 #include <limits>
 
 namespace tpserve::planner {
@@ -40,13 +42,21 @@ int Log2i(double value) {
   return log;
 }
 
-// The fitted α/β for this collective and rank count whose size range holds `bytes`, else the
-// nearest range; null when none was fitted.
-const CollectiveFit* FindFit(const HardwareProfile& p, const std::string& name, int ranks, double bytes) {
+bool SameName(std::string_view a, std::string_view b) {
+  return std::equal(a.begin(), a.end(), b.begin(), b.end(), [](char x, char y) {
+    return std::tolower(static_cast<unsigned char>(x)) == std::tolower(static_cast<unsigned char>(y));
+  });
+}
+
+// The fitted α/β for this collective, rank count and path (a fit without one: NCCL's own choice)
+// whose size range holds `bytes`, else the nearest range; null when none was fitted.
+const CollectiveFit* FindFit(const HardwareProfile& p, const std::string& name, int ranks, double bytes,
+                             const CollectivePath& path) {
   const CollectiveFit* best = nullptr;
   double best_distance = std::numeric_limits<double>::infinity();
   for (const CollectiveFit& fit : p.collective_fits) {
     if (fit.collective != name || fit.ranks != ranks) continue;
+    if (!SameName(fit.algorithm, path.algorithm) || !SameName(fit.protocol, path.protocol)) continue;
     const double distance = bytes < fit.min_bytes ? fit.min_bytes - bytes : bytes > fit.max_bytes ? bytes - fit.max_bytes : 0;
     if (distance < best_distance) {
       best = &fit;
@@ -59,16 +69,16 @@ const CollectiveFit* FindFit(const HardwareProfile& p, const std::string& name, 
 }  // namespace
 
 Result<CollectiveEstimate> EstimateCollective(const HardwareProfile& p, Collective collective, int ranks,
-                                              double bytes) {
+                                              double bytes, const CollectivePath& only) {
   if (collective != Collective::kAllReduce && collective != Collective::kAllGather) {
     return InvalidArgument("the planner models all_reduce and all_gather only");
   }
   if (ranks < 1) return InvalidArgument("ranks must be at least 1");
   if (ranks == 1) return CollectiveEstimate{0, 0, 0, "none", ""};
   const std::string name = CollectiveName(collective);
-  if (const CollectiveFit* fit = FindFit(p, name, ranks, bytes)) {
+  if (const CollectiveFit* fit = FindFit(p, name, ranks, bytes, only)) {
     const double transfer = bytes / (fit->beta_gb_s * 1e3);
-    return CollectiveEstimate{fit->alpha_us + transfer, fit->alpha_us, fit->beta_gb_s, "fit", ""};
+    return CollectiveEstimate{fit->alpha_us + transfer, fit->alpha_us, fit->beta_gb_s, "fit", fit->protocol};
   }
   if (p.intra_node.hw == LinkHw::kMemory) {
     return FailedPrecondition(p.name + " has no fitted " + name + " at " + std::to_string(ranks) +
@@ -106,9 +116,11 @@ Result<CollectiveEstimate> EstimateCollective(const HardwareProfile& p, Collecti
   for (int algo : {kTree, kRing, kNvls}) {
     if (algo == kTree && !all_reduce) continue;  // NCCL's tree runs AllReduce only
     if (algo == kNvls && (!all_reduce || !p.intra_node.nvls || nodes > 1)) continue;
+    if (!only.algorithm.empty() && !SameName(only.algorithm, kAlgoNames[algo])) continue;
     for (int proto : {kLL, kLL128, kSimple}) {
       if (proto == kLL128 && !ll128) continue;
       if (algo == kNvls && proto != kSimple) continue;
+      if (!only.protocol.empty() && !SameName(only.protocol, kProtoNames[proto])) continue;
       const double algo_channels = algo == kNvls ? per_node : channels;
       const double bw = algo == kNvls ? std::min(bw_intra, bw_inter) : (nodes <= 2 ? bw_intra : bw_inter);
       double bus = algo_channels * bw;
@@ -145,7 +157,17 @@ Result<CollectiveEstimate> EstimateCollective(const HardwareProfile& p, Collecti
       if (time < best.time_us) best = {time, latency, algbw, kAlgoNames[algo], kProtoNames[proto]};
     }
   }
+  if (best.algorithm.empty()) {
+    return NotFound("the " + p.name + " fabric has no " + name + " path " + (only.algorithm.empty() ? "*" : only.algorithm) +
+                    "/" + (only.protocol.empty() ? "*" : only.protocol) + " at " + std::to_string(ranks) + " ranks");
+  }
   return best;
+}
+
+double LinkPeakGbS(const HardwareProfile& p, int ranks) {
+  if (p.intra_node.hw == LinkHw::kMemory) return 0;
+  if (ranks > p.gpus_per_node) return p.inter_node ? p.inter_node->bandwidth_gb_s : 0;
+  return p.intra_node.links * p.intra_node.link_gb_s;
 }
 
 }  // namespace tpserve::planner

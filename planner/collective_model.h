@@ -30,10 +30,24 @@ struct CollectiveEstimate {
   bool latency_bound() const { return latency_us >= time_us - latency_us; }
 };
 
+// One algorithm and protocol, as NCCL_ALGO and NCCL_PROTO force them (names in any case: ring,
+// Ring, RING). Empty: the fastest the model has, as NCCL's tuner chooses.
+struct CollectivePath {
+  std::string algorithm;  // ring | tree | nvls | ""
+  std::string protocol;   // LL | LL128 | Simple | ""
+  bool any() const { return algorithm.empty() && protocol.empty(); }
+};
+
 // `bytes`: nccl-tests' size (AllReduce: the buffer; AllGather: the gathered output). Ranks past
 // one node use the profile's inter-node fabric; an error when the profile has none, or when a CPU
-// profile has no fit for this collective and rank count.
+// profile has no fit for this collective and rank count. `only` restricts the choice to one path
+// (a fit calibrated for that path, else the model's): NotFound when the profile's fabric has no
+// such path (NVLS without NVSwitch, LL128 over PCIe, a tree AllGather).
 Result<CollectiveEstimate> EstimateCollective(const HardwareProfile& profile, Collective collective, int ranks,
-                                              double bytes);
+                                              double bytes, const CollectivePath& only = {});
+
+// The link bandwidth a rank's busbw is measured against (GB/s, one direction): links × link_gb_s
+// inside a node, the network's per-GPU bandwidth once `ranks` span nodes; 0 for CPU profiles.
+double LinkPeakGbS(const HardwareProfile& profile, int ranks);
 
 }  // namespace tpserve::planner

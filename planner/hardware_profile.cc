@@ -44,6 +44,8 @@ Result<CollectiveFit> ParseFit(const json& value, const std::string& source, siz
   RETURN_IF_ERROR(f.Number("max_bytes", &fit.max_bytes, fit.min_bytes, 1e15));
   RETURN_IF_ERROR(f.Number("alpha_us", &fit.alpha_us, 0, 1e9));
   RETURN_IF_ERROR(f.Number("beta_gb_s", &fit.beta_gb_s, 1e-9, 1e9));
+  RETURN_IF_ERROR(f.Text("algorithm", &fit.algorithm, false));
+  RETURN_IF_ERROR(f.Text("protocol", &fit.protocol, false));
   RETURN_IF_ERROR(f.Text("source", &fit.source, false));
   return fit;
 }
@@ -150,6 +152,8 @@ json HardwareProfileJson(const HardwareProfile& p) {
     fits.push_back({{"collective", f.collective}, {"ranks", f.ranks}, {"min_bytes", f.min_bytes},
                     {"max_bytes", f.max_bytes}, {"alpha_us", f.alpha_us}, {"beta_gb_s", f.beta_gb_s},
                     {"source", f.source}});
+    if (!f.algorithm.empty()) fits.back()["algorithm"] = f.algorithm;
+    if (!f.protocol.empty()) fits.back()["protocol"] = f.protocol;
   }
   return {{"name", p.name},
           {"description", p.description},

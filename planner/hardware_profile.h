@@ -44,6 +44,10 @@ struct CollectiveFit {
   double alpha_us = 0;
   double beta_gb_s = 0;  // algorithm bandwidth: bytes / (time - alpha)
   std::string source;
+  // The path it was measured on (NCCL_ALGO / NCCL_PROTO of a bench-comm --protocols sweep); empty:
+  // NCCL's own choice, the fit the planner uses unless asked for one path.
+  std::string algorithm;
+  std::string protocol;
 };
 
 struct HardwareProfile {

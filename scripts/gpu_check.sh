@@ -31,8 +31,10 @@
 #                                   buffers under growing steps over one-shot, the step limits, every
 #                                   rank on the graph, a failed rank releasing its peer: issue 25)
 #    4 generate_cuda            25  generate on the dummy tiny model, TP=1 (--profile) and TP=2 sharing
-#    5 bench_comm               30  bench-comm: NCCL at 1 rank; rank-order and one-shot AllReduce at 2
-#                                   and 8 ranks sharing the GPU (1 KiB-16 MiB)
+#    5 bench_comm               35  bench-comm: NCCL at 1 rank as a sweep (NCCL's choice, Ring/LL,
+#                                   Ring/Simple and symmetric windows, each a process; eager and
+#                                   --graph 10; whether the symmetric kernels ran); rank-order and
+#                                   one-shot AllReduce at 2 and 8 ranks sharing the GPU (1 KiB-16 MiB)
 #    6 bench_decode_small       45  bench-decode, small model: TP=1 eager and --cuda-graphs on; TP=2
 #                                   sharing the GPU over rank-order and over --allreduce oneshot
 #    7 bench_decode_llama3_8b   65  bench-decode, llama-3-8b shapes, dummy weights, TP=1, batch 1/8/32,
@@ -42,7 +44,7 @@
 #    9 bench_cuda_kernels       15  norm, element-wise and attention kernels vs their memory floor
 #   10 sanitizer_memcheck       25  compute-sanitizer memcheck over the kernel tests without cuBLASLt
 #   11 sanitizer_racecheck      25  compute-sanitizer racecheck over the norm and attention tests
-#   sum                        355  (typical run, estimated: 2.5-3 minutes; never yet measured)
+#   sum                        360  (typical run, estimated: 2.5-3 minutes; never yet measured)
 # The limits live in the `stage` calls at the end of this file, nowhere else. A stage's commands run
 # one after another within its limit (each gets what is left of it). Each stage runs under
 # min(its limit, what is left of GPU_CHECK_BUDGET_S); a stage that would start with too little
@@ -361,8 +363,9 @@ stage gpu_engine_tests 60 --out gpu_engine_tests.json --out gpu_engine_limits_te
 stage generate_cuda 25 -- \
   "${OURS[@]}" "$TPSERVE" generate "${TINY[@]}" --profile \; \
   "${OURS[@]}" "$TPSERVE" generate "${TINY[@]}" --tp 2 --share-gpu
-stage bench_comm 30 -- \
-  "${OURS[@]}" "$TPSERVE" bench-comm --backend nccl -g 1 -b 8 -e 16M -f 4 -n 20 -w 5 --json \; \
+stage bench_comm 35 -- \
+  "${OURS[@]}" "$TPSERVE" bench-comm --backend nccl -g 1 -b 8 -e 16M -f 4 -n 20 -w 5 --protocols LL,Simple \
+    --algorithms Ring --graph 10 --register --hardware h200-sxm \; \
   "${OURS[@]}" "$TPSERVE" bench-comm --backend rank-order -g 2 "${COMM[@]}" \; \
   "${OURS[@]}" "$TPSERVE" bench-comm --backend oneshot -g 2 "${COMM[@]}" \; \
   "${OURS[@]}" "$TPSERVE" bench-comm --backend rank-order -g 8 "${COMM[@]}" \; \

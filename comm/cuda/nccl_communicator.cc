@@ -44,6 +44,7 @@ class NcclCommunicator final : public DeviceCommunicator {
   int rank() const override { return rank_; }
   int world_size() const override { return world_size_; }
   std::string name() const override { return "nccl " + NcclVersion(); }
+  ncclComm_t comm() const { return comm_; }
 
   Status AllReduceSum(void* data, size_t count, DeviceDtype dtype, void* stream) override {
     RETURN_IF_ERROR(Usable());
@@ -88,7 +89,84 @@ class NcclCommunicator final : public DeviceCommunicator {
   bool aborted_ = false;
 };
 
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 27, 0)
+class NcclSymmetricWindows final : public SymmetricWindows {
+ public:
+  NcclSymmetricWindows(std::vector<ncclComm_t> comms, std::vector<int> devices, int buffers_per_rank)
+      : comms_(std::move(comms)), devices_(std::move(devices)), per_rank_(buffers_per_rank),
+        buffers_(comms_.size() * per_rank_, nullptr), windows_(comms_.size() * per_rank_, nullptr) {}
+  ~NcclSymmetricWindows() override {
+    for (int index = 0; index < per_rank_; ++index) {
+      if (windows_[index] == nullptr) continue;  // registered all ranks of an index, or none
+      ncclGroupStart();
+      for (size_t rank = 0; rank < comms_.size(); ++rank) ncclCommWindowDeregister(comms_[rank], windows_[At(rank, index)]);
+      ncclGroupEnd();
+    }
+    for (size_t rank = 0; rank < comms_.size(); ++rank) {
+      cudaSetDevice(devices_[rank]);
+      for (int index = 0; index < per_rank_; ++index) {
+        if (buffers_[At(rank, index)] != nullptr) ncclMemFree(buffers_[At(rank, index)]);
+      }
+    }
+  }
+  float* buffer(int rank, int index) const override { return static_cast<float*>(buffers_[At(rank, index)]); }
+
+  Status Register(size_t bytes) {
+    for (size_t rank = 0; rank < comms_.size(); ++rank) {
+      if (cudaSetDevice(devices_[rank]) != cudaSuccess) return Internal("cudaSetDevice " + std::to_string(devices_[rank]));
+      for (int index = 0; index < per_rank_; ++index) {
+        RETURN_IF_ERROR(NcclStatus(ncclMemAlloc(&buffers_[At(rank, index)], bytes),
+                                   "rank " + std::to_string(rank) + " ncclMemAlloc(" + std::to_string(bytes) + ")"));
+      }
+    }
+    for (int index = 0; index < per_rank_; ++index) {
+      std::vector<ncclWindow_t> windows(comms_.size(), nullptr);
+      RETURN_IF_ERROR(NcclStatus(ncclGroupStart(), "ncclGroupStart"));
+      for (size_t rank = 0; rank < comms_.size(); ++rank) {
+        const ncclResult_t registered = ncclCommWindowRegister(comms_[rank], buffers_[At(rank, index)], bytes,
+                                                               &windows[rank], NCCL_WIN_COLL_SYMMETRIC);
+        if (registered != ncclSuccess) {
+          ncclGroupEnd();
+          return NcclStatus(registered, "rank " + std::to_string(rank) + " ncclCommWindowRegister");
+        }
+      }
+      RETURN_IF_ERROR(NcclStatus(ncclGroupEnd(), "ncclCommWindowRegister (group)"));
+      for (size_t rank = 0; rank < comms_.size(); ++rank) windows_[At(rank, index)] = windows[rank];
+    }
+    return Status::Ok();
+  }
+
+ private:
+  size_t At(size_t rank, int index) const { return rank * per_rank_ + index; }
+
+  std::vector<ncclComm_t> comms_;
+  std::vector<int> devices_;
+  int per_rank_;
+  std::vector<void*> buffers_;
+  std::vector<ncclWindow_t> windows_;
+};
+#endif
+
 }  // namespace
+
+Result<std::unique_ptr<SymmetricWindows>> RegisterSymmetricWindows(const std::vector<DeviceCommunicator*>& comms,
+                                                                   const std::vector<int>& devices, size_t bytes,
+                                                                   int buffers_per_rank) {
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 27, 0)
+  std::vector<ncclComm_t> handles;
+  for (DeviceCommunicator* comm : comms) {
+    auto* nccl = dynamic_cast<NcclCommunicator*>(comm);
+    if (nccl == nullptr) return InvalidArgument("symmetric windows need NCCL communicators, not " + comm->name());
+    handles.push_back(nccl->comm());
+  }
+  auto windows = std::make_unique<NcclSymmetricWindows>(std::move(handles), devices, buffers_per_rank);
+  RETURN_IF_ERROR(windows->Register(bytes));
+  return std::unique_ptr<SymmetricWindows>(std::move(windows));
+#else
+  (void)comms, (void)devices, (void)bytes, (void)buffers_per_rank;
+  return Unimplemented("symmetric windows need NCCL 2.27 or later; this build has " + NcclVersion());
+#endif
+}
 
 std::string NcclVersion() {
   int version = 0;

@@ -26,4 +26,22 @@ Result<std::vector<std::unique_ptr<DeviceCommunicator>>> JoinNcclGroup(const std
 // ncclGetUniqueId's bytes (no GPU needed).
 Result<std::string> NewNcclUniqueId();
 
+// Device buffers registered with every rank's NCCL communicator as symmetric windows
+// (ncclCommWindowRegister with NCCL_WIN_COLL_SYMMETRIC, NCCL >= 2.27), so that NCCL's symmetric
+// kernels may run collectives on them: allocated with ncclMemAlloc (windows need CUDA VMM memory),
+// each buffer registered by all ranks together (one NCCL group: the registration is collective),
+// deregistered and freed on destruction. Whether the symmetric kernels then run is NCCL's choice;
+// its debug output says (benchmarks/nccl_tuning_log.h).
+class SymmetricWindows {
+ public:
+  virtual ~SymmetricWindows() = default;
+  // Buffer `index` of `rank` (f32 view; `bytes` each).
+  virtual float* buffer(int rank, int index) const = 0;
+};
+
+// `comms`: the group's NCCL communicators in rank order, rank r on devices[r].
+Result<std::unique_ptr<SymmetricWindows>> RegisterSymmetricWindows(const std::vector<DeviceCommunicator*>& comms,
+                                                                   const std::vector<int>& devices, size_t bytes,
+                                                                   int buffers_per_rank);
+
 }  // namespace tpserve::cuda

@@ -23,7 +23,11 @@ struct RankState {
   int rank = 0, device = 0;
   cudaStream_t stream = nullptr;
   cudaEvent_t start = nullptr, stop = nullptr;
-  DeviceBuffer send, recv;  // f32: [count] and [count] (AllReduce) or [ranks * count] (AllGather)
+  // f32: [count] and [count] (AllReduce) or [ranks * count] (AllGather); in send_buffer and
+  // recv_buffer, or in the group's symmetric windows (--register).
+  float* send = nullptr;
+  float* recv = nullptr;
+  DeviceBuffer send_buffer, recv_buffer;
   std::vector<float> host;
   ~RankState() {
     if (start != nullptr) cudaEventDestroy(start);
@@ -46,15 +50,33 @@ class Sweep {
   // Streams, events and every buffer for the largest count, before the first call: growing a
   // buffer later would cudaFree while a peer's one-shot kernel waits for this rank.
   Status Prepare(size_t largest_count) {
+    const size_t send_bytes = std::max<size_t>(1, largest_count) * sizeof(float);
+    const size_t recv_bytes = std::max<size_t>(1, OutputCount(largest_count)) * sizeof(float);
+    if (request_.register_windows) {
+      std::vector<DeviceCommunicator*> comms;
+      std::vector<int> devices;
+      for (size_t r = 0; r < ranks_.size(); ++r) {
+        comms.push_back(comms_[r].get());
+        devices.push_back(ranks_[r].device);
+      }
+      // Both buffers the size of the larger, so every rank's are at the same offsets of equal windows.
+      ASSIGN_OR_RETURN(windows_, RegisterSymmetricWindows(comms, devices, std::max(send_bytes, recv_bytes), 2));
+    }
     for (RankState& s : ranks_) {
       RETURN_IF_ERROR(CudaStatus(cudaSetDevice(s.device), "cudaSetDevice"));
       RETURN_IF_ERROR(CudaStatus(cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking), "stream"));
       RETURN_IF_ERROR(CudaStatus(cudaEventCreate(&s.start), "event"));
       RETURN_IF_ERROR(CudaStatus(cudaEventCreate(&s.stop), "event"));
+      if (windows_ != nullptr) {
+        s.send = windows_->buffer(s.rank, 0);
+        s.recv = windows_->buffer(s.rank, 1);
+        continue;
+      }
       const std::string rank = "rank " + std::to_string(s.rank) + " ";
-      RETURN_IF_ERROR(s.send.Reserve(std::max<size_t>(1, largest_count) * sizeof(float), rank + "send buffer"));
-      RETURN_IF_ERROR(
-          s.recv.Reserve(std::max<size_t>(1, OutputCount(largest_count)) * sizeof(float), rank + "recv buffer"));
+      RETURN_IF_ERROR(s.send_buffer.Reserve(send_bytes, rank + "send buffer"));
+      RETURN_IF_ERROR(s.recv_buffer.Reserve(recv_bytes, rank + "recv buffer"));
+      s.send = s.send_buffer.get<float>();
+      s.recv = s.recv_buffer.get<float>();
     }
     return Status::Ok();
   }
@@ -64,22 +86,30 @@ class Sweep {
     row.count = count;
     for (bool in_place : {false, true}) {
       std::vector<Status> statuses(ranks_.size());
-      std::vector<double> seconds(ranks_.size());
+      std::vector<double> seconds(ranks_.size()), graph_seconds(ranks_.size());
       std::vector<size_t> wrong(ranks_.size());
       std::vector<std::thread> threads;
       for (size_t r = 0; r < ranks_.size(); ++r) {
-        threads.emplace_back([&, r] { statuses[r] = RunRank(ranks_[r], count, in_place, &seconds[r], &wrong[r]); });
+        threads.emplace_back([&, r] {
+          statuses[r] = RunRank(ranks_[r], count, in_place, &seconds[r], &wrong[r]);
+          // The graph of out-of-place calls, once the eager ones are timed (nccl-tests -G).
+          if (statuses[r].ok() && !in_place && request_.graph_calls > 0) {
+            statuses[r] = RunRankGraph(ranks_[r], count, &graph_seconds[r]);
+          }
+        });
       }
       for (auto& thread : threads) thread.join();
       for (const Status& status : statuses) RETURN_IF_ERROR(status);
-      double mean = 0;
+      double mean = 0, graph_mean = 0;
       size_t total_wrong = 0;
       for (size_t r = 0; r < ranks_.size(); ++r) {
         mean += seconds[r] / ranks_.size();
+        graph_mean += graph_seconds[r] / ranks_.size();
         total_wrong += wrong[r];
       }
       (in_place ? row.ip_s : row.oop_s) = mean;
       (in_place ? row.ip_wrong : row.oop_wrong) = total_wrong;
+      if (!in_place) row.graph_s = graph_mean;
     }
     return row;
   }
@@ -91,28 +121,28 @@ class Sweep {
   Status Fill(RankState& s, size_t count, bool in_place) {
     s.host.resize(count);
     for (size_t i = 0; i < count; ++i) s.host[i] = CommBenchInput(s.rank, i);
-    float* to = in_place ? s.recv.get<float>() + (request_.all_gather ? s.rank * count : 0) : s.send.get<float>();
+    float* to = in_place ? s.recv + (request_.all_gather ? s.rank * count : 0) : s.send;
     return CudaStatus(cudaMemcpyAsync(to, s.host.data(), count * sizeof(float), cudaMemcpyHostToDevice, s.stream),
                       "input upload");
   }
 
   Status Call(RankState& s, size_t count, bool in_place) {
     DeviceCommunicator& comm = *comms_[s.rank];
-    float* recv = s.recv.get<float>();
+    float* recv = s.recv;
     if (request_.all_gather) {
-      const float* input = in_place ? recv + s.rank * count : s.send.get<float>();
+      const float* input = in_place ? recv + s.rank * count : s.send;
       return comm.AllGather(input, recv, count, DeviceDtype::kF32, s.stream);
     }
     if (!in_place) {
       RETURN_IF_ERROR(CudaStatus(
-          cudaMemcpyAsync(recv, s.send.get(), count * sizeof(float), cudaMemcpyDeviceToDevice, s.stream), "copy"));
+          cudaMemcpyAsync(recv, s.send, count * sizeof(float), cudaMemcpyDeviceToDevice, s.stream), "copy"));
     }
     return comm.AllReduceSum(recv, count, DeviceDtype::kF32, s.stream);
   }
 
   size_t CountWrong(RankState& s, size_t count) {
     std::vector<float> out(OutputCount(count));
-    if (cudaMemcpy(out.data(), s.recv.get(), out.size() * sizeof(float), cudaMemcpyDeviceToHost) != cudaSuccess) {
+    if (cudaMemcpy(out.data(), s.recv, out.size() * sizeof(float), cudaMemcpyDeviceToHost) != cudaSuccess) {
       return out.size();
     }
     size_t wrong = 0;
@@ -148,10 +178,48 @@ class Sweep {
     return comms_[s.rank]->AsyncError();
   }
 
+  // graph_calls out-of-place calls captured into one CUDA graph on this rank's stream (each rank
+  // on its own thread, so thread-local capture), launched once untimed and once timed: the time
+  // per call without a host launch per call, as nccl-tests -G measures it.
+  Status RunRankGraph(RankState& s, size_t count, double* seconds) {
+    RETURN_IF_ERROR(CudaStatus(cudaSetDevice(s.device), "cudaSetDevice"));
+    RETURN_IF_ERROR(Fill(s, count, false));
+    RETURN_IF_ERROR(CudaStatus(cudaStreamSynchronize(s.stream), "input upload"));
+    cudaGraph_t graph = nullptr;
+    RETURN_IF_ERROR(CudaStatus(cudaStreamBeginCapture(s.stream, cudaStreamCaptureModeThreadLocal), "begin capture"));
+    Status captured = Status::Ok();
+    for (int i = 0; i < request_.graph_calls && captured.ok(); ++i) captured = Call(s, count, false);
+    const cudaError_t ended = cudaStreamEndCapture(s.stream, &graph);
+    RETURN_IF_ERROR(captured);
+    RETURN_IF_ERROR(CudaStatus(ended, "end capture of " + std::to_string(request_.graph_calls) + " calls"));
+    cudaGraphExec_t exec = nullptr;
+    const cudaError_t instantiated = cudaGraphInstantiate(&exec, graph, 0);
+    cudaGraphDestroy(graph);
+    RETURN_IF_ERROR(CudaStatus(instantiated, "cudaGraphInstantiate"));
+    auto timed = [&]() -> Status {
+      RETURN_IF_ERROR(CudaStatus(cudaGraphLaunch(exec, s.stream), "graph launch (warm-up)"));
+      RETURN_IF_ERROR(CudaStatus(cudaStreamSynchronize(s.stream), "graph warm-up"));
+      sync_.arrive_and_wait();  // every rank launches its timed graph together
+      RETURN_IF_ERROR(CudaStatus(cudaEventRecord(s.start, s.stream), "event"));
+      RETURN_IF_ERROR(CudaStatus(cudaGraphLaunch(exec, s.stream), "graph launch"));
+      RETURN_IF_ERROR(CudaStatus(cudaEventRecord(s.stop, s.stream), "event"));
+      RETURN_IF_ERROR(CudaStatus(cudaEventSynchronize(s.stop), "timed graph"));
+      float ms = 0;
+      RETURN_IF_ERROR(CudaStatus(cudaEventElapsedTime(&ms, s.start, s.stop), "cudaEventElapsedTime"));
+      *seconds = ms * 1e-3 / request_.graph_calls;
+      return comms_[s.rank]->AsyncError();
+    };
+    const Status status = timed();
+    cudaGraphExecDestroy(exec);
+    return status;
+  }
+
   const DeviceCommBenchRequest& request_;
   std::vector<std::unique_ptr<DeviceCommunicator>> comms_;
   std::vector<RankState> ranks_;
   std::barrier<> sync_;
+  // Declared last, destroyed first: deregistered while the communicators still live.
+  std::unique_ptr<SymmetricWindows> windows_;
 };
 
 std::string EnvOr(const char* name, const char* fallback) {
@@ -167,6 +235,9 @@ Result<DeviceCommBenchReply> RunDeviceCommBench(const DeviceCommBenchRequest& re
     return InvalidArgument("--backend '" + request.backend + "': the device backends are nccl, rank-order and oneshot");
   }
   if (oneshot && request.all_gather) return InvalidArgument("--backend oneshot runs all_reduce only");
+  if ((request.graph_calls > 0 || request.register_windows) && request.backend != "nccl") {
+    return InvalidArgument("--graph and --register time NCCL's own calls: they need --backend nccl");
+  }
   if (request.counts.empty()) return InvalidArgument("bench-comm: no message sizes to measure");
   int visible = 0;
   RETURN_IF_ERROR(CudaStatus(cudaGetDeviceCount(&visible), "cudaGetDeviceCount"));
@@ -188,7 +259,8 @@ Result<DeviceCommBenchReply> RunDeviceCommBench(const DeviceCommBenchRequest& re
   DeviceCommBenchReply reply;
   reply.library = comms[0]->name();
   if (request.backend == "nccl") {
-    reply.library += " (NCCL_ALGO=" + EnvOr("NCCL_ALGO", "default") + ", NCCL_PROTO=" + EnvOr("NCCL_PROTO", "default") + ")";
+    reply.library += " (NCCL_ALGO=" + EnvOr("NCCL_ALGO", "default") + ", NCCL_PROTO=" + EnvOr("NCCL_PROTO", "default") +
+                     (request.register_windows ? ", symmetric windows" : "") + ")";
   }
   reply.placement = share ? "ranks sharing cuda:" + std::to_string(devices[0]) : "one GPU per rank";
   cudaDeviceProp prop{};

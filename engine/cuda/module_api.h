@@ -21,7 +21,7 @@
 namespace tpserve {
 
 // Bumped whenever the structs below change: the engine refuses a module built from other headers.
-inline constexpr int kCudaModuleAbi = 5;
+inline constexpr int kCudaModuleAbi = 6;
 
 // ncclUniqueId's size (NCCL_UNIQUE_ID_BYTES), checked against nccl.h inside the module.
 inline constexpr size_t kNcclUniqueIdBytes = 128;
@@ -89,11 +89,16 @@ struct DeviceCommBenchRequest {
   int warmup = 5;
   bool check = true;
   std::chrono::milliseconds timeout{60000};  // the rank-order barriers' timeout
+  // nccl: also time `graph_calls` out-of-place calls captured in one CUDA graph (0: none).
+  int graph_calls = 0;
+  // nccl: the buffers come from ncclMemAlloc, registered as symmetric windows (NCCL >= 2.27).
+  bool register_windows = false;
 };
 struct DeviceCommBenchRow {
   size_t count = 0;
   double oop_s = 0, ip_s = 0;  // mean time per call, averaged over ranks (nccl-tests' default)
   size_t oop_wrong = 0, ip_wrong = 0;
+  double graph_s = 0;  // per call inside the graph (graph_calls > 0), averaged over ranks
 };
 struct DeviceCommBenchReply {
   std::string library;  // "nccl 2.28.3 (NCCL_ALGO=..., NCCL_PROTO=...)", "rank-order", "oneshot (over ...)"
