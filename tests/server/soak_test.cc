@@ -29,8 +29,11 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using testing::ServerProcess;
 
-// Threads above the idle count still accepted afterwards: gRPC may keep a pool thread or two.
-constexpr int kThreadSlack = 2;
+// Threads above the idle count still accepted afterwards: gRPC's pools keep a few of the threads
+// an overload grew (idle measured 18 after the warm-up burst and 21 after the 300-stream overload
+// under ctest -j2, twice in CI runs; a slack of 2 failed there). A leak shows far above this: one
+// thread per request would be hundreds after the overload's 300 streams.
+constexpr int kThreadSlack = 4;
 
 struct Profile {
   bool full = false;
