@@ -11,6 +11,7 @@
 #include "benchmarks/comm_peer.h"
 #include "comm/allreduce_choice.h"
 #include "comm/in_process_communicator.h"
+#include "engine/process_group.h"
 #include "kernels/cuda_module.h"
 #include "engine/cuda_backend.h"
 #include "common/thread_affinity.h"
@@ -47,7 +48,7 @@ struct RankBuffers {
 };
 
 // One call of the collective on one rank; in_place uses recv for both ends.
-Status Call(Collective c, InProcessCommunicator& comm, RankBuffers& b, size_t count, bool in_place) {
+Status Call(Collective c, Communicator& comm, RankBuffers& b, size_t count, bool in_place) {
   const int n = comm.world_size(), r = comm.rank();
   switch (c) {
     case Collective::kAllReduce:
@@ -111,35 +112,47 @@ size_t CountWrong(Collective c, const RankBuffers& b, int rank, int n, size_t co
   return wrong;
 }
 
-// Runs warmup + iters calls on every rank; returns the mean time per call and #wrong (all ranks).
-Result<std::pair<double, size_t>> Measure(const CommBenchOptions& o, Collective c, size_t count, bool in_place) {
-  auto comms = InProcessCommunicator::CreateGroup(o.ranks, std::chrono::milliseconds(o.collective_timeout_ms));
-  std::vector<RankBuffers> buffers(o.ranks);
-  std::vector<Status> statuses(o.ranks);
-  std::vector<size_t> wrong(o.ranks, 0);
+// Runs warmup + iters calls on every rank of this process (`group`: the ranks another process
+// shares the collective with, over Gloo; null: all ranks here, in a fresh in-process group);
+// returns the mean time per call of its first rank and #wrong over its ranks.
+Result<std::pair<double, size_t>> Measure(const CommBenchOptions& o, Collective c, size_t count, bool in_place,
+                                          std::vector<std::unique_ptr<Communicator>>* group) {
+  std::vector<std::unique_ptr<Communicator>> own;
+  if (group == nullptr) {
+    for (auto& comm : InProcessCommunicator::CreateGroup(o.ranks, std::chrono::milliseconds(o.collective_timeout_ms))) {
+      own.push_back(std::move(comm));
+    }
+  }
+  std::vector<std::unique_ptr<Communicator>>& comms = group != nullptr ? *group : own;
+  const size_t local = comms.size();
+  std::vector<RankBuffers> buffers(local);
+  std::vector<Status> statuses(local);
+  std::vector<size_t> wrong(local, 0);
   double seconds = 0;
   std::vector<std::thread> threads;
-  for (int r = 0; r < o.ranks; ++r) {
-    threads.emplace_back([&, r] {
-      PinThisThreadToCore(r);
-      RankBuffers& b = buffers[r];
-      Fill(c, b, r, o.ranks, count, in_place, o.corrupt_rank);
-      for (int i = 0; i < o.warmup && statuses[r].ok(); ++i) {
-        statuses[r] = Call(c, *comms[r], b, count, in_place);
-        Fill(c, b, r, o.ranks, count, in_place, o.corrupt_rank);  // in-place calls consume their input
+  for (size_t index = 0; index < local; ++index) {
+    threads.emplace_back([&, index] {
+      PinThisThreadToCore(static_cast<int>(index));
+      Communicator& comm = *comms[index];
+      const int r = comm.rank(), n = comm.world_size();
+      RankBuffers& b = buffers[index];
+      Fill(c, b, r, n, count, in_place, o.corrupt_rank);
+      for (int i = 0; i < o.warmup && statuses[index].ok(); ++i) {
+        statuses[index] = Call(c, comm, b, count, in_place);
+        Fill(c, b, r, n, count, in_place, o.corrupt_rank);  // in-place calls consume their input
       }
-      if (!statuses[r].ok()) return;
-      comms[r]->Barrier().ok();
+      if (!statuses[index].ok()) return;
+      comm.Barrier().ok();
       const auto start = Clock::now();
-      for (int i = 0; i < o.iters && statuses[r].ok(); ++i) {
-        statuses[r] = Call(c, *comms[r], b, count, in_place);  // in place: sums of sums, timing only
+      for (int i = 0; i < o.iters && statuses[index].ok(); ++i) {
+        statuses[index] = Call(c, comm, b, count, in_place);  // in place: sums of sums, timing only
       }
-      comms[r]->Barrier().ok();
-      if (r == 0) seconds = std::chrono::duration<double>(Clock::now() - start).count() / std::max(1, o.iters);
+      comm.Barrier().ok();
+      if (index == 0) seconds = std::chrono::duration<double>(Clock::now() - start).count() / std::max(1, o.iters);
       if (o.check) {
-        Fill(c, b, r, o.ranks, count, in_place, o.corrupt_rank);
-        Status s = Call(c, *comms[r], b, count, in_place);
-        if (s.ok()) wrong[r] = CountWrong(c, b, r, o.ranks, count, in_place);
+        Fill(c, b, r, n, count, in_place, o.corrupt_rank);
+        Status s = Call(c, comm, b, count, in_place);
+        if (s.ok()) wrong[index] = CountWrong(c, b, r, n, count, in_place);
       }
     });
   }
@@ -154,14 +167,26 @@ bool IsDeviceBackend(const std::string& backend) {
   return backend == "nccl" || backend == "rank-order" || backend == "oneshot";
 }
 
+// A multi-process group's share on this process (world 0: every rank here).
+struct DeviceShare {
+  int world = 0;
+  int first_rank = 0;
+  int local_ranks = 0;
+  int first_device = 0;
+  std::string nccl_unique_id;
+};
+
 // The sweep's points on a device backend, one module call for all of them.
 Result<DeviceCommBenchReply> MeasureOnDevice(const CommBenchOptions& o, const std::string& backend, Collective c,
-                                             const std::vector<size_t>& counts) {
+                                             const std::vector<size_t>& counts, const DeviceShare& share = {}) {
   ASSIGN_OR_RETURN(CudaProbe probe, ProbeCudaBackend());
-  DeviceCommBenchRequest request{.backend = backend, .all_gather = c == Collective::kAllGather, .ranks = o.ranks,
+  DeviceCommBenchRequest request{.backend = backend, .all_gather = c == Collective::kAllGather,
+                                 .ranks = share.world > 0 ? share.local_ranks : o.ranks,
                                  .counts = counts, .iters = o.iters, .warmup = o.warmup, .check = o.check != 0,
                                  .graph_calls = backend == o.backend ? o.graph : 0,
-                                 .register_windows = backend == o.backend && o.register_windows};
+                                 .register_windows = backend == o.backend && o.register_windows,
+                                 .world = share.world, .first_rank = share.first_rank,
+                                 .first_device = share.first_device, .nccl_unique_id = share.nccl_unique_id};
   return RunDeviceCommBench(probe.module_path, request);
 }
 
@@ -184,8 +209,23 @@ Status CompareWithNccl(const CommBenchOptions& o, const std::vector<size_t>& cou
 
 }  // namespace
 
-Result<CommBenchReport> RunCommBench(const CommBenchOptions& o) {
+Result<CommBenchReport> RunCommBench(const CommBenchOptions& options) {
+  CommBenchOptions o = options;
   ASSIGN_OR_RETURN(Collective c, ParseCollective(o.collective));
+  // Several processes (flags or torchrun's variables): this one runs its share of the ranks.
+  MembershipFlags flags = o.membership;
+  if (o.ranks_given) flags.tp = o.ranks;  // else: torchrun's WORLD_SIZE, one rank per process
+  ASSIGN_OR_RETURN(GroupMembership membership, ResolveMembership(flags, MembershipEnvironment()));
+  if (membership.distributed()) {
+    o.ranks = membership.tp;
+    if (o.backend != "local" && o.backend != "nccl") {
+      return InvalidArgument("--backend " + o.backend + " runs in one process; across processes: local (Gloo) or nccl");
+    }
+    if (!o.peer.empty() || !o.allreduce_table.empty()) {
+      return InvalidArgument("--peer and --allreduce-table run in one process, not across " +
+                             std::to_string(membership.members));
+    }
+  }
   const bool device = IsDeviceBackend(o.backend);
   if (o.backend != "local" && !device) {
     return InvalidArgument("--backend '" + o.backend + "': one of local (ranks as threads), nccl (one GPU per rank), "
@@ -223,9 +263,41 @@ Result<CommBenchReport> RunCommBench(const CommBenchOptions& o) {
     const size_t count = CountFor(c, bytes, o.ranks);
     if (count > 0) counts.push_back(count);
   }
+  report.local_ranks = o.ranks;
+  // The group: every member checks that the others run the same sweep, then the ranks connect
+  // (local: one Gloo communicator among the members; nccl: the leader's ncclUniqueId).
+  std::unique_ptr<ProcessGroup> process_group;
+  std::vector<std::unique_ptr<Communicator>> group_comms;
+  std::string nccl_unique_id;
+  if (membership.distributed()) {
+    report.members = membership.members;
+    report.member = membership.member;
+    report.first_rank = membership.first_rank;
+    report.local_ranks = membership.local_ranks;
+    char fingerprint[512];
+    std::snprintf(fingerprint, sizeof(fingerprint), "bench-comm %s backend %s ranks %d sizes %zu..%zu f %g i %zu n %d w %d c %d graph %d",
+                  o.collective.c_str(), o.backend.c_str(), o.ranks, o.min_bytes, o.max_bytes, o.step_factor,
+                  o.step_bytes, o.iters, o.warmup, o.check, o.graph);
+    ASSIGN_OR_RETURN(process_group, ProcessGroup::Join(membership, fingerprint, o.bind_address,
+                                                       std::chrono::milliseconds(o.group_timeout_ms)));
+    if (device) {
+      ASSIGN_OR_RETURN(CudaProbe probe, ProbeCudaBackend());
+      ASSIGN_OR_RETURN(nccl_unique_id, process_group->ShareFromLeader("nccl_unique_id", [&] {
+        return MakeNcclUniqueId(probe.module_path);
+      }));
+    } else {
+      ASSIGN_OR_RETURN(group_comms, process_group->ConnectRanks(std::chrono::milliseconds(o.collective_timeout_ms)));
+    }
+    process_group->MarkReady();
+  }
   DeviceCommBenchReply on_device;  // device backends: one row per count
   if (device) {
-    ASSIGN_OR_RETURN(on_device, MeasureOnDevice(o, o.backend, c, counts));
+    ASSIGN_OR_RETURN(on_device, MeasureOnDevice(o, o.backend, c, counts,
+                                                {.world = membership.distributed() ? o.ranks : 0,
+                                                 .first_rank = membership.first_rank,
+                                                 .local_ranks = membership.local_ranks,
+                                                 .first_device = std::max(0, membership.local_device),
+                                                 .nccl_unique_id = nccl_unique_id}));
     report.library = on_device.library;
     report.placement = on_device.placement;
     report.device = on_device.device;
@@ -244,8 +316,9 @@ Result<CommBenchReport> RunCommBench(const CommBenchOptions& o) {
       ip = {timed.ip_s, timed.ip_wrong};
       row.graph_us = timed.graph_s * 1e6;
     } else {
-      ASSIGN_OR_RETURN(oop, Measure(o, c, count, false));
-      ASSIGN_OR_RETURN(ip, Measure(o, c, count, true));
+      std::vector<std::unique_ptr<Communicator>>* group = membership.distributed() ? &group_comms : nullptr;
+      ASSIGN_OR_RETURN(oop, Measure(o, c, count, false, group));
+      ASSIGN_OR_RETURN(ip, Measure(o, c, count, true, group));
     }
     row.oop_us = oop.first * 1e6;
     row.oop_wrong = oop.second;
@@ -289,7 +362,11 @@ Result<CommBenchReport> RunCommBench(const CommBenchOptions& o) {
 std::string FormatCommBench(const CommBenchReport& r, const CommBenchOptions& o) {
   std::string out;
   char line[512];
-  const std::string backend = r.backend == "local" ? "local (threads)" : r.library + ", " + r.placement;
+  const std::string backend = r.backend != "local" ? r.library + ", " + r.placement
+                              : r.members > 1   ? "local, Gloo over TCP across " + std::to_string(r.members) +
+                                                    " processes (the leader's ranks " + std::to_string(r.first_rank) +
+                                                    ".." + std::to_string(r.first_rank + r.local_ranks - 1) + " timed)"
+                                                : "local (threads)";
   std::snprintf(line, sizeof(line), "# tpserve bench-comm: %s, backend %s, %d ranks, %d iters, %d warmup, check %d\n#\n",
                 CollectiveName(r.collective).c_str(), backend.c_str(), r.ranks, o.iters, o.warmup, o.check);
   out += line;
@@ -367,6 +444,7 @@ nlohmann::json CommBenchJsonValue(const CommBenchReport& r) {
     out["placement"] = r.placement;
     out["device"] = r.device;
   }
+  if (r.members > 1) out["processes"] = {{"members", r.members}, {"first_rank", r.first_rank}, {"local_ranks", r.local_ranks}};
   if (!r.peer.empty()) out["peer"] = {{"name", r.peer}, {"library", r.peer_library}, {"command", r.peer_command}};
   if (r.fitted) {
     out["fit"] = {{"alpha_us", r.fit.alpha_s * 1e6}, {"beta_gb_s", r.fit.beta_bytes_per_s / 1e9},
@@ -384,6 +462,12 @@ Result<CommBenchReport> ParseCommBenchJson(const nlohmann::json& value, const st
     r.library = value.value("library", "");
     r.placement = value.value("placement", "");
     r.device = value.value("device", "");
+    if (value.contains("processes")) {
+      const nlohmann::json& processes = value["processes"];
+      r.members = processes.value("members", 1);
+      r.first_rank = processes.value("first_rank", 0);
+      r.local_ranks = processes.value("local_ranks", 0);
+    }
     const double factor = BusBandwidthFactor(r.collective, std::max(1, r.ranks));
     for (const nlohmann::json& entry : value.at("rows")) {
       CommBenchRow row;

@@ -11,6 +11,7 @@
 
 #include "benchmarks/svg_chart.h"
 #include "comm/cost_model.h"
+#include "comm/group_membership.h"
 #include "common/status.h"
 
 namespace tpserve {
@@ -45,6 +46,13 @@ struct CommBenchOptions {
   int graph = 0;
   std::string hardware;             // --hardware PRESET|PROFILE: % of link peak, the planner's prediction
   std::string from;                 // --from FILE: render a recorded --json result instead of measuring
+  // Several processes, one per GPU as NVIDIA measures (--nnodes / --node-rank / --rendezvous, or
+  // torchrun's variables: comm/group_membership.h): each runs its share of the ranks (local: over
+  // Gloo; nccl: joined through the leader's ncclUniqueId); the leader prints the results.
+  MembershipFlags membership;
+  bool ranks_given = false;         // --ranks on the command line (else torchrun's WORLD_SIZE sets it)
+  std::string bind_address = "127.0.0.1";
+  int group_timeout_ms = 30000;
 };
 
 struct CommBenchRow {
@@ -71,6 +79,10 @@ struct CommBenchReport {
   std::string peer;          // "", "mpi", or "nccl" (--allreduce-table)
   std::string peer_library;  // e.g. "Open MPI v4.1.4"
   std::string peer_command;
+  int members = 1;           // processes (multi-process runs)
+  int member = 0;            // this one; 0 is the leader, which prints
+  int first_rank = 0;        // this process's ranks: first_rank .. + local_ranks - 1
+  int local_ranks = 0;       // (whose times and #wrong the report holds)
 };
 
 const char* PeerCollectiveName(Collective c);  // "MPI_Allreduce", ...

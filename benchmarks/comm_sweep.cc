@@ -58,10 +58,10 @@ std::string Number(double value) {
 }
 
 // The command line of one combination's run: the sweep's own flags, one run, JSON out.
-std::vector<std::string> OneRunArgs(const CommBenchOptions& o, const std::string& tpserve, bool registered) {
+std::vector<std::string> OneRunArgs(const CommBenchOptions& o, const std::string& tpserve, bool registered,
+                                    bool distributed) {
   std::vector<std::string> args = {tpserve, "bench-comm", "--one-run", "--json",
                                    "--collective", o.collective, "--backend", o.backend,
-                                   "--ranks", std::to_string(o.ranks),
                                    "--collective-timeout-ms", std::to_string(o.collective_timeout_ms),
                                    "-b", std::to_string(o.min_bytes), "-e", std::to_string(o.max_bytes),
                                    "-n", std::to_string(o.iters), "-w", std::to_string(o.warmup),
@@ -71,6 +71,16 @@ std::vector<std::string> OneRunArgs(const CommBenchOptions& o, const std::string
   } else {
     args.insert(args.end(), {"-f", Number(o.step_factor)});
   }
+  // Without --ranks across processes, a child takes torchrun's WORLD_SIZE as its parent did.
+  if (o.ranks_given || !distributed) args.insert(args.end(), {"--ranks", std::to_string(o.ranks)});
+  // Across processes, each combination's children meet as their parents did (the leader's
+  // rendezvous port is free again once the previous combination's leader has exited).
+  const MembershipFlags& m = o.membership;
+  if (m.nnodes) args.insert(args.end(), {"--nnodes", std::to_string(*m.nnodes)});
+  if (m.node_rank) args.insert(args.end(), {"--node-rank", std::to_string(*m.node_rank)});
+  if (m.rendezvous) args.insert(args.end(), {"--rendezvous", *m.rendezvous});
+  if (m.group_secret_file) args.insert(args.end(), {"--group-secret-file", *m.group_secret_file});
+  args.insert(args.end(), {"--bind-address", o.bind_address, "--group-timeout-ms", std::to_string(o.group_timeout_ms)});
   if (o.graph > 0) args.insert(args.end(), {"--graph", std::to_string(o.graph)});
   if (registered) args.push_back("--register");
   if (o.corrupt_rank >= 0) args.insert(args.end(), {"--debug-corrupt-rank", std::to_string(o.corrupt_rank)});
@@ -159,8 +169,9 @@ struct Prediction {
   std::string path;
 };
 
-Prediction Predict(const planner::HardwareProfile& p, Collective c, int ranks, double bytes) {
-  auto estimate = planner::EstimateCollective(p, c, ranks, bytes);
+Prediction Predict(const planner::HardwareProfile& p, Collective c, int ranks, double bytes,
+                   const planner::CollectivePath& path = {}) {
+  auto estimate = planner::EstimateCollective(p, c, ranks, bytes, path);
   if (!estimate.ok()) return {};
   // NCCL's spelling (the model's fitted α/β: "fit").
   return {true, estimate->time_us,
@@ -192,7 +203,12 @@ Result<CommSweepReport> RunCommSweep(const CommBenchOptions& o, const std::strin
     return InvalidArgument("--register registers NCCL symmetric windows: it needs --backend nccl");
   }
   if (tpserve.empty()) return FailedPrecondition("bench-comm: cannot find its own executable to run the sweep");
+  // Across processes every member runs the same sweep; each combination's processes meet anew.
+  MembershipFlags flags = o.membership;
+  if (o.ranks_given) flags.tp = o.ranks;
+  ASSIGN_OR_RETURN(GroupMembership membership, ResolveMembership(flags, MembershipEnvironment()));
   CommSweepReport report;
+  report.member = membership.member;
   report.collective = collective;
   report.backend = o.backend;
   report.ranks = o.ranks;
@@ -221,12 +237,14 @@ Result<CommSweepReport> RunCommSweep(const CommBenchOptions& o, const std::strin
         {"NCCL_DEBUG", "INFO"},
         {"NCCL_DEBUG_SUBSYS", "TUNING"},
         {"NCCL_DEBUG_FILE", (dir / (stem + ".nccl.%p.log")).string()}};
-    auto child = RunChild(OneRunArgs(o, tpserve, run.registered), environment, (dir / (stem + ".out")).string(),
-                          (dir / (stem + ".err")).string());
+    auto child = RunChild(OneRunArgs(o, tpserve, run.registered, membership.distributed()), environment,
+                          (dir / (stem + ".out")).string(), (dir / (stem + ".err")).string());
     if (!child.ok()) {
       run.error = child.status().message();
     } else if (child->exit_code != 0) {
       run.error = "exit " + std::to_string(child->exit_code) + ": " + LastLine(child->err);
+    } else if (!membership.leader()) {
+      continue;  // a follower's run prints nothing: the leader's has the results
     } else {
       auto value = LastJsonLine(child->out);
       auto result = value.ok() ? ParseCommBenchJson(*value, run.label) : Result<CommBenchReport>(value.status());
@@ -245,6 +263,12 @@ Result<CommSweepReport> RunCommSweep(const CommBenchOptions& o, const std::strin
   }
   std::error_code ignored;
   fs::remove_all(dir, ignored);
+  if (!membership.leader()) {
+    for (const CommSweepRun& run : report.runs) {
+      if (!run.error.empty()) return Internal("bench-comm: run " + run.label + " failed on this member: " + run.error);
+    }
+    return report;
+  }
   if (std::none_of(report.runs.begin(), report.runs.end(), [](const CommSweepRun& r) { return r.result.has_value(); })) {
     return Internal("bench-comm: every run of the sweep failed; the first: " + report.runs.front().error);
   }
@@ -320,7 +344,9 @@ std::string FormatCommSweep(const CommSweepReport& r, const planner::HardwarePro
   }
   if (first == nullptr) return "# bench-comm sweep: no run succeeded\n";
   const CommBenchReport& base = *first->result;
-  const std::string backend = r.backend == "local" ? "local (threads)" : base.library + ", " + base.placement;
+  const std::string backend = r.backend != "local" ? base.library + ", " + base.placement
+                              : base.members > 1 ? "local, Gloo over TCP across " + std::to_string(base.members) + " processes"
+                                                 : "local (threads)";
   std::snprintf(line, sizeof(line), "# tpserve bench-comm sweep: %s, backend %s%s, %d ranks, %d iters; %s\n",
                 CollectiveName(r.collective).c_str(), backend.c_str(),
                 base.device.empty() ? "" : (" (" + base.device + ")").c_str(), r.ranks, r.iters,
@@ -382,6 +408,30 @@ std::string FormatCommSweep(const CommSweepReport& r, const planner::HardwarePro
       out += line;
     }
     out += "\n";
+  }
+  if (hardware != nullptr) {
+    // The planner on each run's own path (a fit calibrated for it, else NCCL's model of it).
+    out += "#\n# the planner on each run's path (us; - where " + hardware->name + " has no such path)\n#       size";
+    for (const CommSweepRun& run : r.runs) {
+      if (!run.result) continue;
+      std::snprintf(line, sizeof(line), " %11s", run.label.c_str());
+      out += line;
+    }
+    out += "\n";
+    for (const CommBenchRow& size_row : base.rows) {
+      std::snprintf(line, sizeof(line), "%12zu", size_row.bytes);
+      out += line;
+      for (const CommSweepRun& run : r.runs) {
+        if (!run.result) continue;
+        const Prediction predicted =
+            run.registered ? Prediction{}
+                           : Predict(*hardware, r.collective, r.ranks, static_cast<double>(size_row.bytes),
+                                     {run.algorithm, run.protocol});
+        std::snprintf(line, sizeof(line), " %11s", Micros(predicted).c_str());
+        out += line;
+      }
+      out += "\n";
+    }
   }
   for (const CommSweepRun& run : r.runs) {
     if (!run.result) out += "# " + run.label + " did not run: " + run.error + "\n";

@@ -40,6 +40,7 @@ struct CommSweepReport {
   int ranks = 0;
   int iters = 0;
   int graph = 0;  // --graph N: the table's times are per call inside a graph of N
+  int member = 0;  // across processes: this process's index (only the leader's runs have results)
   std::vector<CommSweepRun> runs;
 };
 

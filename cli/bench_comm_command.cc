@@ -65,10 +65,14 @@ void AddBenchCommCommand(CLI::App& app, CommandAction* action) {
                   "for each size");
   cmd->add_option("--from", o->from, "Render a recorded bench-comm --json result (a sweep or one run) instead of measuring")
       ->check(CLI::ExistingFile);
+  // One process per GPU, as NVIDIA measures (or torchrun's WORLD_SIZE / RANK / LOCAL_RANK /
+  // MASTER_ADDR / MASTER_PORT); the leader prints.
+  AddGroupFlags(cmd, &o->membership, &o->bind_address, &o->group_timeout_ms);
   cmd->add_flag("--one-run", o->one_run)->group("");  // a sweep's child process
   cmd->add_flag("--json", o->json, "Print one JSON object");
   cmd->add_option("--plot", o->plot, "Write a latency-vs-size chart (FILE.svg or FILE.png)");
-  cmd->callback([o, action] {
+  cmd->callback([o, action, cmd] {
+    o->ranks_given = cmd->get_option("--ranks")->count() > 0;
     *action = [o] {
       std::optional<planner::HardwareProfile> hardware;
       if (!o->hardware.empty()) {
@@ -92,6 +96,10 @@ void AddBenchCommCommand(CLI::App& app, CommandAction* action) {
           spdlog::error("bench-comm: {}", sweep.status().ToString());
           return 1;
         }
+        if (sweep->member != 0) {
+          spdlog::info("bench-comm: member {}: every run of the sweep done; the leader prints the results", sweep->member);
+          return 0;
+        }
         std::printf("%s\n", o->json ? CommSweepJson(*sweep).dump().c_str() : FormatCommSweep(*sweep, profile).c_str());
         return WritePlotIfAsked("bench-comm", o->plot, [&] { return RenderSvg(CommSweepChart(*sweep, profile)); });
       }
@@ -99,6 +107,11 @@ void AddBenchCommCommand(CLI::App& app, CommandAction* action) {
       if (!report.ok()) {
         spdlog::error("bench-comm: {}", report.status().ToString());
         return 1;
+      }
+      if (report->member != 0) {  // one report per group: the leader's
+        spdlog::info("bench-comm: member {} of {} (ranks {}..{}) done; the leader prints the results", report->member,
+                     report->members, report->first_rank, report->first_rank + report->local_ranks - 1);
+        return 0;
       }
       std::string text = o->json ? CommBenchJson(*report) : FormatCommBench(*report, *o);
       if (profile != nullptr && !o->json) text += FormatHardwareComparison(*report, *profile);

@@ -65,6 +65,10 @@ void AddWorkloadFlags(CLI::App* cmd, WorkloadOptions* workload);
 // --max-queue.
 void AddSchedulerFlags(CLI::App* cmd, ServingOptions* serving);
 
+// The multi-process group's flags: --nnodes, --node-rank, --rendezvous, --group-secret-file,
+// --bind-address, --group-timeout-ms.
+void AddGroupFlags(CLI::App* cmd, MembershipFlags* membership, std::string* bind_address, int* group_timeout_ms);
+
 // --model and the dummy-weights flags (--load-format, --num-layers, --tokenizer, --weights-seed).
 void AddModelFlags(CLI::App* cmd, ModelSource* model);
 

@@ -211,22 +211,7 @@ void AddEngineFlags(CLI::App* cmd, EngineOptions* engine) {
   engine->return_logits = false;  // the commands use the sampled tokens only
   AddDeviceFlag(cmd, &engine->device);
   cmd->add_option("--tp", engine->tp, "Tensor-parallel degree (ranks, all processes together)")->capture_default_str();
-  cmd->add_option_function<int>("--nnodes", [engine](int n) { engine->membership.nnodes = n; },
-                                "Processes in the group (multi-process TP; also from LeaderWorkerSet or torchrun variables)");
-  cmd->add_option_function<int>("--node-rank", [engine](int i) { engine->membership.node_rank = i; },
-                                "This process's index in the group (0: the leader)");
-  cmd->add_option_function<std::string>("--rendezvous", [engine](const std::string& s) { engine->membership.rendezvous = s; },
-                                        "HOST:PORT where the leader meets the group");
-  cmd->add_option_function<std::string>(
-      "--group-secret-file", [engine](const std::string& f) { engine->membership.group_secret_file = f; },
-      "A file whose first line every member shares (16+ bytes): members prove it at the rendezvous, which refuses "
-      "anyone else (else TPSERVE_GROUP_SECRET; without either, anyone who reaches the port can join)");
-  cmd->add_option("--bind-address", engine->bind_address, "This process's address for its Gloo connections")
-      ->capture_default_str();
-  cmd->add_option("--group-timeout-ms", engine->group_timeout_ms,
-                  "Joining the group and every collective between processes; a peer slower than this fails the step")
-      ->check(CLI::PositiveNumber)
-      ->capture_default_str();
+  AddGroupFlags(cmd, &engine->membership, &engine->bind_address, &engine->group_timeout_ms);
   cmd->add_option("--threads", engine->threads,
                   "Compute threads in all, shared out among ranks (0: every core)")
       ->capture_default_str();

@@ -1,6 +1,6 @@
 // The flag sets two commands share, registered once so that they stay the same: loadgen's
-// workload flags (loadgen and plan simulate) and the serving loop's scheduler flags (serve and
-// plan simulate).
+// workload flags (loadgen and plan simulate), the serving loop's scheduler flags (serve and
+// plan simulate) and the multi-process group's (serve, generate, bench-decode and bench-comm).
 #include "cli/commands.h"
 
 namespace tpserve {
@@ -58,6 +58,25 @@ void AddSchedulerFlags(CLI::App* cmd, ServingOptions* o) {
          "reused, not recomputed (outputs are bitwise the same either way)")
       ->check(CLI::IsMember({"on", "off"}))
       ->default_str("on");
+}
+
+void AddGroupFlags(CLI::App* cmd, MembershipFlags* membership, std::string* bind_address, int* group_timeout_ms) {
+  cmd->add_option_function<int>("--nnodes", [membership](int n) { membership->nnodes = n; },
+                                "Processes in the group (multi-process; also from LeaderWorkerSet or torchrun variables)");
+  cmd->add_option_function<int>("--node-rank", [membership](int i) { membership->node_rank = i; },
+                                "This process's index in the group (0: the leader)");
+  cmd->add_option_function<std::string>("--rendezvous", [membership](const std::string& s) { membership->rendezvous = s; },
+                                        "HOST:PORT where the leader meets the group");
+  cmd->add_option_function<std::string>(
+      "--group-secret-file", [membership](const std::string& f) { membership->group_secret_file = f; },
+      "A file whose first line every member shares (16+ bytes): members prove it at the rendezvous, which refuses "
+      "anyone else (else TPSERVE_GROUP_SECRET; without either, anyone who reaches the port can join)");
+  cmd->add_option("--bind-address", *bind_address, "This process's address for its Gloo connections")
+      ->capture_default_str();
+  cmd->add_option("--group-timeout-ms", *group_timeout_ms,
+                  "Joining the group and every collective between processes; a peer slower than this fails the step")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
 }
 
 }  // namespace tpserve

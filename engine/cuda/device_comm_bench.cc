@@ -20,7 +20,9 @@ namespace {
 
 // One rank's stream and buffers for the whole sweep (sized for the largest point).
 struct RankState {
-  int rank = 0, device = 0;
+  int index = 0;  // among this process's ranks (its communicator's index)
+  int rank = 0;   // in the whole group
+  int device = 0;
   cudaStream_t stream = nullptr;
   cudaEvent_t start = nullptr, stop = nullptr;
   // f32: [count] and [count] (AllReduce) or [ranks * count] (AllGather); in send_buffer and
@@ -40,9 +42,11 @@ class Sweep {
  public:
   Sweep(const DeviceCommBenchRequest& request, std::vector<std::unique_ptr<DeviceCommunicator>> comms,
         std::vector<int> devices)
-      : request_(request), comms_(std::move(comms)), ranks_(request.ranks), sync_(request.ranks) {
+      : request_(request), comms_(std::move(comms)), ranks_(request.ranks), sync_(request.ranks),
+        world_(request.world > 0 ? request.world : request.ranks) {
     for (int r = 0; r < request.ranks; ++r) {
-      ranks_[r].rank = r;
+      ranks_[r].index = r;
+      ranks_[r].rank = request.first_rank + r;
       ranks_[r].device = devices[r];
     }
   }
@@ -68,8 +72,8 @@ class Sweep {
       RETURN_IF_ERROR(CudaStatus(cudaEventCreate(&s.start), "event"));
       RETURN_IF_ERROR(CudaStatus(cudaEventCreate(&s.stop), "event"));
       if (windows_ != nullptr) {
-        s.send = windows_->buffer(s.rank, 0);
-        s.recv = windows_->buffer(s.rank, 1);
+        s.send = windows_->buffer(s.index, 0);
+        s.recv = windows_->buffer(s.index, 1);
         continue;
       }
       const std::string rank = "rank " + std::to_string(s.rank) + " ";
@@ -115,7 +119,7 @@ class Sweep {
   }
 
  private:
-  size_t OutputCount(size_t count) const { return request_.all_gather ? count * ranks_.size() : count; }
+  size_t OutputCount(size_t count) const { return request_.all_gather ? count * world_ : count; }
 
   // Writes this rank's input where the call reads it: send (out of place), recv (in place).
   Status Fill(RankState& s, size_t count, bool in_place) {
@@ -127,7 +131,7 @@ class Sweep {
   }
 
   Status Call(RankState& s, size_t count, bool in_place) {
-    DeviceCommunicator& comm = *comms_[s.rank];
+    DeviceCommunicator& comm = *comms_[s.index];
     float* recv = s.recv;
     if (request_.all_gather) {
       const float* input = in_place ? recv + s.rank * count : s.send;
@@ -146,7 +150,7 @@ class Sweep {
       return out.size();
     }
     size_t wrong = 0;
-    const int n = static_cast<int>(ranks_.size());
+    const int n = world_;
     for (size_t i = 0; i < out.size(); ++i) {
       const float want = request_.all_gather ? CommBenchInput(static_cast<int>(i / count), i % count) : CommBenchSum(n, i);
       wrong += out[i] != want;
@@ -175,7 +179,7 @@ class Sweep {
     }
     // A timed-out or aborted group returns from its calls early, with stale sums: its times are
     // not measurements.
-    return comms_[s.rank]->AsyncError();
+    return comms_[s.index]->AsyncError();
   }
 
   // graph_calls out-of-place calls captured into one CUDA graph on this rank's stream (each rank
@@ -207,7 +211,7 @@ class Sweep {
       float ms = 0;
       RETURN_IF_ERROR(CudaStatus(cudaEventElapsedTime(&ms, s.start, s.stop), "cudaEventElapsedTime"));
       *seconds = ms * 1e-3 / request_.graph_calls;
-      return comms_[s.rank]->AsyncError();
+      return comms_[s.index]->AsyncError();
     };
     const Status status = timed();
     cudaGraphExecDestroy(exec);
@@ -217,7 +221,8 @@ class Sweep {
   const DeviceCommBenchRequest& request_;
   std::vector<std::unique_ptr<DeviceCommunicator>> comms_;
   std::vector<RankState> ranks_;
-  std::barrier<> sync_;
+  std::barrier<> sync_;  // this process's ranks (across processes, NCCL's own calls line them up)
+  int world_;
   // Declared last, destroyed first: deregistered while the communicators still live.
   std::unique_ptr<SymmetricWindows> windows_;
 };
@@ -242,10 +247,26 @@ Result<DeviceCommBenchReply> RunDeviceCommBench(const DeviceCommBenchRequest& re
   int visible = 0;
   RETURN_IF_ERROR(CudaStatus(cudaGetDeviceCount(&visible), "cudaGetDeviceCount"));
   // One-shot runs across GPUs where there are enough, else on one shared GPU (the test placement).
+  const bool across_processes = !request.nccl_unique_id.empty();
+  if (across_processes && request.backend != "nccl") {
+    return InvalidArgument("--backend " + request.backend + " runs in one process; across processes: nccl");
+  }
   const bool share = request.backend == "rank-order" || (oneshot && visible < request.ranks);
-  ASSIGN_OR_RETURN(std::vector<int> devices, AssignDevices(request.ranks, visible, share));
+  std::vector<int> devices;
+  if (across_processes) {
+    for (int r = 0; r < request.ranks; ++r) devices.push_back(request.first_device + r);
+    if (devices.back() >= visible) {
+      return InvalidArgument("ranks " + std::to_string(request.first_rank) + ".. of this process need GPUs " +
+                             std::to_string(request.first_device) + ".." + std::to_string(devices.back()) + "; " +
+                             std::to_string(visible) + " visible");
+    }
+  } else {
+    ASSIGN_OR_RETURN(devices, AssignDevices(request.ranks, visible, share));
+  }
   std::vector<std::unique_ptr<DeviceCommunicator>> comms;
-  if (share) {
+  if (across_processes) {
+    ASSIGN_OR_RETURN(comms, JoinNcclGroup(devices, request.first_rank, request.world, request.nccl_unique_id));
+  } else if (share) {
     ASSIGN_OR_RETURN(comms, CreateRankOrderGroup(request.ranks, devices[0], request.timeout));
   } else {
     ASSIGN_OR_RETURN(comms, CreateNcclGroup(devices));
@@ -262,7 +283,10 @@ Result<DeviceCommBenchReply> RunDeviceCommBench(const DeviceCommBenchRequest& re
     reply.library += " (NCCL_ALGO=" + EnvOr("NCCL_ALGO", "default") + ", NCCL_PROTO=" + EnvOr("NCCL_PROTO", "default") +
                      (request.register_windows ? ", symmetric windows" : "") + ")";
   }
-  reply.placement = share ? "ranks sharing cuda:" + std::to_string(devices[0]) : "one GPU per rank";
+  reply.placement = share               ? "ranks sharing cuda:" + std::to_string(devices[0])
+                    : across_processes ? "one GPU per rank, " + std::to_string(request.ranks) + " rank(s) in this process of " +
+                                             std::to_string(request.world)
+                                       : "one GPU per rank";
   cudaDeviceProp prop{};
   if (cudaGetDeviceProperties(&prop, devices[0]) == cudaSuccess) reply.device = prop.name;
   Sweep sweep(request, std::move(comms), devices);

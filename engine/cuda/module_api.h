@@ -93,6 +93,12 @@ struct DeviceCommBenchRequest {
   int graph_calls = 0;
   // nccl: the buffers come from ncclMemAlloc, registered as symmetric windows (NCCL >= 2.27).
   bool register_windows = false;
+  // nccl across processes: `ranks` are this process's, global ranks first_rank.., of `world`
+  // (0: all ranks are here), on GPUs first_device.., joined with the leader's ncclUniqueId bytes.
+  int world = 0;
+  int first_rank = 0;
+  int first_device = 0;
+  std::string nccl_unique_id;
 };
 struct DeviceCommBenchRow {
   size_t count = 0;

@@ -3,7 +3,15 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <sstream>
+#include <thread>
+
+#include "benchmarks/child_process.h"
 
 #include "kernels/cuda_module.h"
 #include "planner/calibrate.h"
@@ -163,6 +171,12 @@ TEST(CommSweep, ARecordedSweepRendersWithTheLinkPeakAndThePlanner) {
   EXPECT_THAT(large, HasSubstr("NVLS/Simple"));  // the tuner's pick
   EXPECT_THAT(large, HasSubstr("183.50"));
   EXPECT_THAT(large, HasSubstr("49.5%"));
+  // The planner on each run's own path: NCCL's ring/LL model at 8 B is the same 15.00 us (the
+  // symmetric kernels are not modelled: "-").
+  const size_t per_path = table.find("# the planner on each run's path");
+  ASSERT_NE(per_path, std::string::npos);
+  const std::string per_path_small = TableLine(table.substr(per_path), 8);
+  EXPECT_THAT(per_path_small, ::testing::MatchesRegex(" *8 +15.00 +15.00 +-"));
   // The failed combination, and what NCCL's lines say about the symmetric kernels.
   EXPECT_THAT(table, HasSubstr("# NVLS/LL did not run: exit 1: NCCL invalid usage"));
   EXPECT_THAT(table, HasSubstr("# auto+sym: the symmetric kernels ran at 1 of 3 sizes (8 B .. 8 B)"));
@@ -229,6 +243,73 @@ TEST(CommSweep, CalibrationFitsEveryPathOfASweep) {
   EXPECT_NEAR(tree_ll->time_us, 6.8 + 2 * 7 * 0.6, 1e-3);  // NCCL's tree/LL latency on NVLink
   EXPECT_EQ(planner::EstimateCollective(*h200, Collective::kAllReduce, 8, 8, {"NVLS", "LL"}).status().code(),
             StatusCode::kNotFound);
+}
+
+// A loopback port nothing listens on now (the OS's pick; it could be taken again before use).
+int UnusedPort() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address));
+  socklen_t length = sizeof(address);
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
+  ::close(fd);
+  return ntohs(address.sin_port);
+}
+
+// Two tpserve processes, one rank each, meet on loopback (--nnodes / --node-rank / --rendezvous,
+// as serve's multi-process TP): the follower prints nothing, the leader the group's results. Then
+// the same as a two-combination sweep, whose combinations meet anew on the same port.
+TEST(CommSweep, OneProcessPerRankAcrossProcesses) {
+  const std::string rendezvous = "127.0.0.1:" + std::to_string(UnusedPort());
+  const std::vector<std::string> common = {"bench-comm", "--ranks", "2", "-b", "8", "-e", "4096", "-f", "8",
+                                           "-n", "3", "-w", "1", "--nnodes", "2", "--rendezvous", rendezvous,
+                                           "--group-timeout-ms", "20000"};
+  auto run_pair = [&](const std::vector<std::string>& extra) {
+    auto member = [&](int index) {
+      std::vector<std::string> argv = {testing::TpserveBinary()};
+      argv.insert(argv.end(), common.begin(), common.end());
+      argv.insert(argv.end(), {"--node-rank", std::to_string(index)});
+      argv.insert(argv.end(), extra.begin(), extra.end());
+      const std::string stem = ::testing::TempDir() + "member" + std::to_string(index);
+      return RunChild(argv, {}, stem + ".out", stem + ".err");
+    };
+    Result<ChildOutput> follower = Internal("not run");
+    std::thread follower_thread([&] { follower = member(1); });
+    Result<ChildOutput> leader = member(0);
+    follower_thread.join();
+    return std::make_pair(std::move(leader), std::move(follower));
+  };
+
+  auto [leader, follower] = run_pair({"--json"});
+  ASSERT_TRUE(leader.ok() && follower.ok());
+  ASSERT_EQ(leader->exit_code, 0) << leader->err;
+  ASSERT_EQ(follower->exit_code, 0) << follower->err;
+  EXPECT_EQ(follower->out, "");
+  auto value = nlohmann::json::parse(leader->out);
+  auto report = ParseCommBenchJson(value, "leader");
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  EXPECT_EQ(report->ranks, 2);
+  EXPECT_EQ(report->members, 2);
+  EXPECT_EQ(report->local_ranks, 1);
+  ASSERT_EQ(report->rows.size(), 4u);  // 8, 64, 512, 4096
+  for (const CommBenchRow& row : report->rows) {
+    EXPECT_EQ(row.oop_wrong, 0u);  // each rank's sum holds the other process's input
+    EXPECT_EQ(row.ip_wrong, 0u);
+  }
+
+  auto [sweep_leader, sweep_follower] = run_pair({"--protocols", "LL", "--algorithms", "Ring", "--json"});
+  ASSERT_TRUE(sweep_leader.ok() && sweep_follower.ok());
+  ASSERT_EQ(sweep_leader->exit_code, 0) << sweep_leader->err;
+  ASSERT_EQ(sweep_follower->exit_code, 0) << sweep_follower->err;
+  auto sweep = ParseCommSweepJson(nlohmann::json::parse(sweep_leader->out), "sweep");
+  ASSERT_TRUE(sweep.ok()) << sweep.status().ToString();
+  ASSERT_EQ(sweep->runs.size(), 2u);
+  for (const CommSweepRun& run : sweep->runs) {
+    ASSERT_TRUE(run.result.has_value()) << run.label << ": " << run.error;
+    EXPECT_EQ(run.result->members, 2) << run.label;
+  }
 }
 
 TEST(CommSweep, TwoCombinationSweepOnOneGpu) {
