@@ -211,7 +211,7 @@ Result<CommSweepReport> RunCommSweep(const CommBenchOptions& o, const std::strin
   report.member = membership.member;
   report.collective = collective;
   report.backend = o.backend;
-  report.ranks = o.ranks;
+  report.ranks = membership.distributed() ? membership.tp : o.ranks;
   report.iters = o.iters;
   report.graph = o.graph;
   report.runs.push_back({.label = "auto"});
@@ -254,12 +254,14 @@ Result<CommSweepReport> RunCommSweep(const CommBenchOptions& o, const std::strin
         run.error = result.status().message();
       }
     }
+    std::vector<NcclTuningChoice> lines;
     for (const auto& entry : fs::directory_iterator(dir)) {
       const std::string name = entry.path().filename().string();
       if (name.rfind(stem + ".nccl.", 0) == 0) {
-        for (NcclTuningChoice& choice : ParseNcclTuningLog(ReadAll(entry.path()))) run.tuning.push_back(std::move(choice));
+        for (NcclTuningChoice& choice : ParseNcclTuningLog(ReadAll(entry.path()))) lines.push_back(std::move(choice));
       }
     }
+    run.tuning = CountChoices(lines);  // one entry per distinct choice: a run prints one line per call
   }
   std::error_code ignored;
   fs::remove_all(dir, ignored);
@@ -281,7 +283,7 @@ json CommSweepJson(const CommSweepReport& r) {
     json tuning = json::array();
     for (const NcclTuningChoice& c : run.tuning) {
       tuning.push_back({{"collective", c.collective}, {"bytes", c.bytes}, {"algorithm", c.algorithm},
-                        {"protocol", c.protocol}, {"symmetric", c.symmetric}});
+                        {"protocol", c.protocol}, {"symmetric", c.symmetric}, {"calls", c.calls}});
     }
     json entry = {{"label", run.label}, {"algorithm", run.algorithm}, {"protocol", run.protocol},
                   {"registered", run.registered}, {"tuning", tuning}};
@@ -324,7 +326,7 @@ Result<CommSweepReport> ParseCommSweepJson(const json& value, const std::string&
       }
       for (const json& c : entry.value("tuning", json::array())) {
         run.tuning.push_back({c.value("collective", ""), c.at("bytes").get<size_t>(), c.value("algorithm", ""),
-                              c.value("protocol", ""), c.value("symmetric", false)});
+                              c.value("protocol", ""), c.value("symmetric", false), c.value("calls", 1)});
       }
       r.runs.push_back(std::move(run));
     }

@@ -83,14 +83,30 @@ std::vector<NcclTuningChoice> ParseNcclTuningLog(std::string_view log) {
   return out;
 }
 
+std::vector<NcclTuningChoice> CountChoices(const std::vector<NcclTuningChoice>& lines) {
+  std::vector<NcclTuningChoice> out;
+  for (const NcclTuningChoice& line : lines) {
+    auto same = std::find_if(out.begin(), out.end(), [&](const NcclTuningChoice& c) {
+      return c.collective == line.collective && c.bytes == line.bytes && c.algorithm == line.algorithm &&
+             c.protocol == line.protocol && c.symmetric == line.symmetric;
+    });
+    if (same == out.end()) {
+      out.push_back(line);
+    } else {
+      same->calls += line.calls;
+    }
+  }
+  return out;
+}
+
 const NcclTuningChoice* ChoiceAt(const std::vector<NcclTuningChoice>& choices, std::string_view collective,
                                  size_t bytes) {
-  std::map<std::string, int> counts;  // algorithm/protocol/symmetric -> times chosen
+  std::map<std::string, int> counts;  // algorithm/protocol/symmetric -> calls
   const NcclTuningChoice* best = nullptr;
   int best_count = 0;
   for (const NcclTuningChoice& c : choices) {
     if (c.bytes != bytes || (!c.collective.empty() && Lower(c.collective) != Lower(collective))) continue;
-    const int count = ++counts[c.algorithm + "/" + c.protocol + (c.symmetric ? "/sym" : "")];
+    const int count = counts[c.algorithm + "/" + c.protocol + (c.symmetric ? "/sym" : "")] += c.calls;
     if (count >= best_count) {
       best = &c;
       best_count = count;

@@ -23,13 +23,17 @@ struct NcclTuningChoice {
   std::string algorithm;   // Ring, Tree, NVLS, NVLSTree, CollNetDirect, CollNetChain, PAT, or as printed
   std::string protocol;    // LL, LL128, Simple, or as printed
   bool symmetric = false;  // ran on the symmetric-memory kernels
+  int calls = 1;           // lines that made this choice (CountChoices)
 };
 
 // Every tuning line of `log`, in order; other lines are skipped.
 std::vector<NcclTuningChoice> ParseNcclTuningLog(std::string_view log);
 
-// The choice NCCL made most often for `collective` at `bytes` (ties: the last seen); nullptr when
-// the log has none for that size.
+// The distinct choices of `lines`, each with the number of lines that made it, in first-seen order.
+std::vector<NcclTuningChoice> CountChoices(const std::vector<NcclTuningChoice>& lines);
+
+// The choice NCCL made in most calls for `collective` at `bytes` (ties: the last seen); nullptr
+// when the log has none for that size.
 const NcclTuningChoice* ChoiceAt(const std::vector<NcclTuningChoice>& choices, std::string_view collective,
                                  size_t bytes);
 

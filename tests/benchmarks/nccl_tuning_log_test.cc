@@ -55,6 +55,15 @@ TEST(NcclTuningLog, TheChoiceAtASizeIsTheMostFrequent) {
   EXPECT_EQ(ChoiceAt(choices, "Broadcast", 8), nullptr);
 }
 
+TEST(NcclTuningLog, CountedChoicesKeepTheMajority) {
+  const auto counted = CountChoices(ParseNcclTuningLog(kLog));
+  ASSERT_EQ(counted.size(), 7u);  // the two identical Tree/LL lines at 8 B become one
+  EXPECT_EQ(counted[0].calls, 2);
+  EXPECT_EQ(counted[1].algorithm, "Ring");
+  EXPECT_EQ(counted[1].calls, 1);
+  EXPECT_EQ(ChoiceAt(counted, "AllReduce", 8)->algorithm, "Tree");
+}
+
 TEST(NcclTuningLog, CanonicalNames) {
   EXPECT_EQ(CanonicalNcclAlgorithm("ring"), "Ring");
   EXPECT_EQ(CanonicalNcclAlgorithm("nvlstree"), "NVLSTree");
