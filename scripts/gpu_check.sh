@@ -31,10 +31,11 @@
 #                                   buffers under growing steps over one-shot, the step limits, every
 #                                   rank on the graph, a failed rank releasing its peer: issue 25)
 #    4 generate_cuda            25  generate on the dummy tiny model, TP=1 (--profile) and TP=2 sharing
-#    5 bench_comm               35  bench-comm: NCCL at 1 rank as a sweep (NCCL's choice, Ring/LL,
-#                                   Ring/Simple and symmetric windows, each a process; eager and
-#                                   --graph 10; whether the symmetric kernels ran); rank-order and
-#                                   one-shot AllReduce at 2 and 8 ranks sharing the GPU (1 KiB-16 MiB)
+#    5 bench_comm               35  bench-comm: rank-order and one-shot AllReduce at 2 and 8 ranks
+#                                   sharing the GPU (1 KiB-16 MiB); last (never run: if registering
+#                                   a window hangs, only it is lost), NCCL at 1 rank as a sweep
+#                                   (NCCL's choice, Ring/LL, Ring/Simple and symmetric windows, each
+#                                   a process; eager and --graph 10; whether the symmetric kernels ran)
 #    6 bench_decode_small       45  bench-decode, small model: TP=1 eager and --cuda-graphs on; TP=2
 #                                   sharing the GPU over rank-order and over --allreduce oneshot
 #    7 bench_decode_llama3_8b   65  bench-decode, llama-3-8b shapes, dummy weights, TP=1, batch 1/8/32,
@@ -364,12 +365,12 @@ stage generate_cuda 25 -- \
   "${OURS[@]}" "$TPSERVE" generate "${TINY[@]}" --profile \; \
   "${OURS[@]}" "$TPSERVE" generate "${TINY[@]}" --tp 2 --share-gpu
 stage bench_comm 35 -- \
-  "${OURS[@]}" "$TPSERVE" bench-comm --backend nccl -g 1 -b 8 -e 16M -f 4 -n 20 -w 5 --protocols LL,Simple \
-    --algorithms Ring --graph 10 --register --hardware h200-sxm \; \
   "${OURS[@]}" "$TPSERVE" bench-comm --backend rank-order -g 2 "${COMM[@]}" \; \
   "${OURS[@]}" "$TPSERVE" bench-comm --backend oneshot -g 2 "${COMM[@]}" \; \
   "${OURS[@]}" "$TPSERVE" bench-comm --backend rank-order -g 8 "${COMM[@]}" \; \
-  "${OURS[@]}" "$TPSERVE" bench-comm --backend oneshot -g 8 "${COMM[@]}"
+  "${OURS[@]}" "$TPSERVE" bench-comm --backend oneshot -g 8 "${COMM[@]}" \; \
+  "${OURS[@]}" "$TPSERVE" bench-comm --backend nccl -g 1 -b 8 -e 16M -f 4 -n 20 -w 5 --protocols LL,Simple \
+    --algorithms Ring --graph 10 --register --hardware h200-sxm
 stage bench_decode_small 45 -- \
   "${OURS[@]}" "$TPSERVE" bench-decode "${SMALL[@]}" --tp 1 --batch 1,8,32 \; \
   "${OURS[@]}" "$TPSERVE" bench-decode "${SMALL[@]}" --tp 1 --batch 1,8,32 --cuda-graphs on \; \
