@@ -21,7 +21,8 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 constexpr const char* kProtocolNames[] = {"LL", "LL128", "Simple"};
-constexpr const char* kAlgorithmNames[] = {"Ring", "Tree", "NVLS", "NVLSTree", "CollNetDirect", "CollNetChain", "PAT"};
+constexpr const char* kAlgorithmNames[] = {"Ring",          "Tree",         "NVLS", "NVLSTree",
+                                           "CollNetDirect", "CollNetChain", "PAT"};
 
 // NCCL's spelling of one name of a --protocols / --algorithms list, or an error naming it.
 template <size_t N>
@@ -29,8 +30,8 @@ Result<std::vector<std::string>> Canonical(const std::vector<std::string>& names
                                            const char* const (&known)[N]) {
   std::vector<std::string> out;
   for (const std::string& name : names) {
-    const std::string canonical =
-        std::string(flag) == "--protocols" ? CanonicalNcclProtocol(name) : CanonicalNcclAlgorithm(name);
+    const std::string canonical = std::string(flag) == "--protocols" ? CanonicalNcclProtocol(name)
+                                                                     : CanonicalNcclAlgorithm(name);
     if (std::find(std::begin(known), std::end(known), canonical) == std::end(known)) {
       std::string list;
       for (const char* k : known) list += (list.empty() ? "" : ", ") + std::string(k);
@@ -43,10 +44,14 @@ Result<std::vector<std::string>> Canonical(const std::vector<std::string>& names
 
 const char* NcclCollectiveName(Collective c) {
   switch (c) {
-    case Collective::kAllReduce: return "AllReduce";
-    case Collective::kAllGather: return "AllGather";
-    case Collective::kReduceScatter: return "ReduceScatter";
-    case Collective::kBroadcast: return "Broadcast";
+    case Collective::kAllReduce:
+      return "AllReduce";
+    case Collective::kAllGather:
+      return "AllGather";
+    case Collective::kReduceScatter:
+      return "ReduceScatter";
+    case Collective::kBroadcast:
+      return "Broadcast";
   }
   return "?";
 }
@@ -58,14 +63,17 @@ std::string Number(double value) {
 }
 
 // The command line of one combination's run: the sweep's own flags, one run, JSON out.
-std::vector<std::string> OneRunArgs(const CommBenchOptions& o, const std::string& tpserve, bool registered,
-                                    bool distributed) {
+std::vector<std::string> OneRunArgs(const CommBenchOptions& o, const std::string& tpserve,
+                                    bool registered, bool distributed) {
+  // Flag, value pairs.
+  // clang-format off
   std::vector<std::string> args = {tpserve, "bench-comm", "--one-run", "--json",
                                    "--collective", o.collective, "--backend", o.backend,
                                    "--collective-timeout-ms", std::to_string(o.collective_timeout_ms),
                                    "-b", std::to_string(o.min_bytes), "-e", std::to_string(o.max_bytes),
                                    "-n", std::to_string(o.iters), "-w", std::to_string(o.warmup),
                                    "-c", std::to_string(o.check), "-o", o.op, "-d", o.dtype};
+  // clang-format on
   if (o.step_bytes > 0) {
     args.insert(args.end(), {"-i", std::to_string(o.step_bytes)});
   } else {
@@ -80,10 +88,12 @@ std::vector<std::string> OneRunArgs(const CommBenchOptions& o, const std::string
   if (m.node_rank) args.insert(args.end(), {"--node-rank", std::to_string(*m.node_rank)});
   if (m.rendezvous) args.insert(args.end(), {"--rendezvous", *m.rendezvous});
   if (m.group_secret_file) args.insert(args.end(), {"--group-secret-file", *m.group_secret_file});
-  args.insert(args.end(), {"--bind-address", o.bind_address, "--group-timeout-ms", std::to_string(o.group_timeout_ms)});
+  args.insert(args.end(), {"--bind-address", o.bind_address, "--group-timeout-ms",
+                           std::to_string(o.group_timeout_ms)});
   if (o.graph > 0) args.insert(args.end(), {"--graph", std::to_string(o.graph)});
   if (registered) args.push_back("--register");
-  if (o.corrupt_rank >= 0) args.insert(args.end(), {"--debug-corrupt-rank", std::to_string(o.corrupt_rank)});
+  if (o.corrupt_rank >= 0)
+    args.insert(args.end(), {"--debug-corrupt-rank", std::to_string(o.corrupt_rank)});
   return args;
 }
 
@@ -139,18 +149,22 @@ std::string HardwareHeader(const planner::HardwareProfile& p, int ranks) {
   const double peak = planner::LinkPeakGbS(p, ranks);
   char line[512];
   if (peak <= 0) {
-    std::snprintf(line, sizeof(line), "# hardware %s: no link peak (a CPU profile); planner: its fitted collectives\n",
+    std::snprintf(line, sizeof(line),
+                  "# hardware %s: no link peak (a CPU profile); planner: its fitted collectives\n",
                   p.name.c_str());
   } else if (ranks > p.gpus_per_node) {
-    std::snprintf(line, sizeof(line),
-                  "# hardware %s: link peak %.1f GB/s per GPU (fabric.inter_node: the network past %d GPUs); "
-                  "planner: NCCL %s's tuning model\n",
-                  p.name.c_str(), peak, p.gpus_per_node, planner::kNcclTuningVersion);
+    std::snprintf(
+        line, sizeof(line),
+        "# hardware %s: link peak %.1f GB/s per GPU (fabric.inter_node: the network past %d GPUs); "
+        "planner: NCCL %s's tuning model\n",
+        p.name.c_str(), peak, p.gpus_per_node, planner::kNcclTuningVersion);
   } else {
     std::snprintf(line, sizeof(line),
-                  "# hardware %s: link peak %.1f GB/s per GPU, one direction (fabric.intra_node: %d links x %.1f GB/s, "
+                  "# hardware %s: link peak %.1f GB/s per GPU, one direction (fabric.intra_node: "
+                  "%d links x %.1f GB/s, "
                   "NCCL's per-link figure); planner: NCCL %s's tuning model\n",
-                  p.name.c_str(), peak, p.intra_node.links, p.intra_node.link_gb_s, planner::kNcclTuningVersion);
+                  p.name.c_str(), peak, p.intra_node.links, p.intra_node.link_gb_s,
+                  planner::kNcclTuningVersion);
   }
   return line;
 }
@@ -175,7 +189,8 @@ Prediction Predict(const planner::HardwareProfile& p, Collective c, int ranks, d
   if (!estimate.ok()) return {};
   // NCCL's spelling (the model's fitted α/β: "fit").
   return {true, estimate->time_us,
-          PathName(CanonicalNcclAlgorithm(estimate->algorithm), CanonicalNcclProtocol(estimate->protocol))};
+          PathName(CanonicalNcclAlgorithm(estimate->algorithm),
+                   CanonicalNcclProtocol(estimate->protocol))};
 }
 
 std::string Micros(const Prediction& p) {
@@ -192,17 +207,21 @@ bool IsCommSweep(const CommBenchOptions& o) {
 }
 
 Result<CommSweepReport> RunCommSweep(const CommBenchOptions& o, const std::string& tpserve) {
-  ASSIGN_OR_RETURN(std::vector<std::string> protocols, Canonical(o.protocols, "--protocols", kProtocolNames));
-  ASSIGN_OR_RETURN(std::vector<std::string> algorithms, Canonical(o.algorithms, "--algorithms", kAlgorithmNames));
+  ASSIGN_OR_RETURN(std::vector<std::string> protocols,
+                   Canonical(o.protocols, "--protocols", kProtocolNames));
+  ASSIGN_OR_RETURN(std::vector<std::string> algorithms,
+                   Canonical(o.algorithms, "--algorithms", kAlgorithmNames));
   ASSIGN_OR_RETURN(Collective collective, ParseCollective(o.collective));
   if (o.backend != "nccl" && o.backend != "local") {
-    return InvalidArgument("--protocols / --algorithms / --register sweep NCCL's paths: they need --backend nccl "
-                           "(or local, where NCCL_ALGO and NCCL_PROTO change nothing: a check of the sweep itself)");
+    return InvalidArgument(
+        "--protocols / --algorithms / --register sweep NCCL's paths: they need --backend nccl "
+        "(or local, where NCCL_ALGO and NCCL_PROTO change nothing: a check of the sweep itself)");
   }
   if (o.register_windows && o.backend != "nccl") {
     return InvalidArgument("--register registers NCCL symmetric windows: it needs --backend nccl");
   }
-  if (tpserve.empty()) return FailedPrecondition("bench-comm: cannot find its own executable to run the sweep");
+  if (tpserve.empty())
+    return FailedPrecondition("bench-comm: cannot find its own executable to run the sweep");
   // Across processes every member runs the same sweep; each combination's processes meet anew.
   MembershipFlags flags = o.membership;
   if (o.ranks_given) flags.tp = o.ranks;
@@ -216,15 +235,18 @@ Result<CommSweepReport> RunCommSweep(const CommBenchOptions& o, const std::strin
   report.graph = o.graph;
   report.runs.push_back({.label = "auto"});
   for (const std::string& protocol : protocols.empty() ? std::vector<std::string>{""} : protocols) {
-    for (const std::string& algorithm : algorithms.empty() ? std::vector<std::string>{""} : algorithms) {
+    for (const std::string& algorithm :
+         algorithms.empty() ? std::vector<std::string>{""} : algorithms) {
       if (protocol.empty() && algorithm.empty()) continue;
-      report.runs.push_back({.label = PathName(algorithm, protocol), .algorithm = algorithm, .protocol = protocol});
+      report.runs.push_back(
+          {.label = PathName(algorithm, protocol), .algorithm = algorithm, .protocol = protocol});
     }
   }
   if (o.register_windows) report.runs.push_back({.label = "auto+sym", .registered = true});
 
   char pattern[] = "/tmp/tpserve-bench-comm-XXXXXX";
-  if (mkdtemp(pattern) == nullptr) return Internal("bench-comm: cannot make a directory for the sweep's runs");
+  if (mkdtemp(pattern) == nullptr)
+    return Internal("bench-comm: cannot make a directory for the sweep's runs");
   const fs::path dir = pattern;
   for (size_t i = 0; i < report.runs.size(); ++i) {
     CommSweepRun& run = report.runs[i];
@@ -237,8 +259,9 @@ Result<CommSweepReport> RunCommSweep(const CommBenchOptions& o, const std::strin
         {"NCCL_DEBUG", "INFO"},
         {"NCCL_DEBUG_SUBSYS", "TUNING"},
         {"NCCL_DEBUG_FILE", (dir / (stem + ".nccl.%p.log")).string()}};
-    auto child = RunChild(OneRunArgs(o, tpserve, run.registered, membership.distributed()), environment,
-                          (dir / (stem + ".out")).string(), (dir / (stem + ".err")).string());
+    auto child =
+        RunChild(OneRunArgs(o, tpserve, run.registered, membership.distributed()), environment,
+                 (dir / (stem + ".out")).string(), (dir / (stem + ".err")).string());
     if (!child.ok()) {
       run.error = child.status().message();
     } else if (child->exit_code != 0) {
@@ -247,7 +270,8 @@ Result<CommSweepReport> RunCommSweep(const CommBenchOptions& o, const std::strin
       continue;  // a follower's run prints nothing: the leader's has the results
     } else {
       auto value = LastJsonLine(child->out);
-      auto result = value.ok() ? ParseCommBenchJson(*value, run.label) : Result<CommBenchReport>(value.status());
+      auto result = value.ok() ? ParseCommBenchJson(*value, run.label)
+                               : Result<CommBenchReport>(value.status());
       if (result.ok()) {
         run.result = std::move(*result);
       } else {
@@ -258,21 +282,26 @@ Result<CommSweepReport> RunCommSweep(const CommBenchOptions& o, const std::strin
     for (const auto& entry : fs::directory_iterator(dir)) {
       const std::string name = entry.path().filename().string();
       if (name.rfind(stem + ".nccl.", 0) == 0) {
-        for (NcclTuningChoice& choice : ParseNcclTuningLog(ReadAll(entry.path()))) lines.push_back(std::move(choice));
+        for (NcclTuningChoice& choice : ParseNcclTuningLog(ReadAll(entry.path())))
+          lines.push_back(std::move(choice));
       }
     }
-    run.tuning = CountChoices(lines);  // one entry per distinct choice: a run prints one line per call
+    run.tuning =
+        CountChoices(lines);  // one entry per distinct choice: a run prints one line per call
   }
   std::error_code ignored;
   fs::remove_all(dir, ignored);
   if (!membership.leader()) {
     for (const CommSweepRun& run : report.runs) {
-      if (!run.error.empty()) return Internal("bench-comm: run " + run.label + " failed on this member: " + run.error);
+      if (!run.error.empty())
+        return Internal("bench-comm: run " + run.label + " failed on this member: " + run.error);
     }
     return report;
   }
-  if (std::none_of(report.runs.begin(), report.runs.end(), [](const CommSweepRun& r) { return r.result.has_value(); })) {
-    return Internal("bench-comm: every run of the sweep failed; the first: " + report.runs.front().error);
+  if (std::none_of(report.runs.begin(), report.runs.end(),
+                   [](const CommSweepRun& r) { return r.result.has_value(); })) {
+    return Internal("bench-comm: every run of the sweep failed; the first: " +
+                    report.runs.front().error);
   }
   return report;
 }
@@ -282,18 +311,29 @@ json CommSweepJson(const CommSweepReport& r) {
   for (const CommSweepRun& run : r.runs) {
     json tuning = json::array();
     for (const NcclTuningChoice& c : run.tuning) {
-      tuning.push_back({{"collective", c.collective}, {"bytes", c.bytes}, {"algorithm", c.algorithm},
-                        {"protocol", c.protocol}, {"symmetric", c.symmetric}, {"calls", c.calls}});
+      tuning.push_back({{"collective", c.collective},
+                        {"bytes", c.bytes},
+                        {"algorithm", c.algorithm},
+                        {"protocol", c.protocol},
+                        {"symmetric", c.symmetric},
+                        {"calls", c.calls}});
     }
-    json entry = {{"label", run.label}, {"algorithm", run.algorithm}, {"protocol", run.protocol},
-                  {"registered", run.registered}, {"tuning", tuning}};
+    json entry = {{"label", run.label},
+                  {"algorithm", run.algorithm},
+                  {"protocol", run.protocol},
+                  {"registered", run.registered},
+                  {"tuning", tuning}};
     entry["result"] = run.result ? CommBenchJsonValue(*run.result) : json(nullptr);
     if (!run.error.empty()) entry["error"] = run.error;
     runs.push_back(std::move(entry));
   }
   return {{"sweep",
-           {{"collective", CollectiveName(r.collective)}, {"backend", r.backend}, {"ranks", r.ranks},
-            {"iters", r.iters}, {"graph", r.graph}, {"runs", runs}}}};
+           {{"collective", CollectiveName(r.collective)},
+            {"backend", r.backend},
+            {"ranks", r.ranks},
+            {"iters", r.iters},
+            {"graph", r.graph},
+            {"runs", runs}}}};
 }
 
 Result<CommSweepReport> ParseCommSweepJson(const json& value, const std::string& source) {
@@ -321,12 +361,14 @@ Result<CommSweepReport> ParseCommSweepJson(const json& value, const std::string&
       run.registered = entry.value("registered", false);
       run.error = entry.value("error", "");
       if (entry.contains("result") && !entry["result"].is_null()) {
-        ASSIGN_OR_RETURN(CommBenchReport result, ParseCommBenchJson(entry["result"], source + ": run " + run.label));
+        ASSIGN_OR_RETURN(CommBenchReport result,
+                         ParseCommBenchJson(entry["result"], source + ": run " + run.label));
         run.result = std::move(result);
       }
       for (const json& c : entry.value("tuning", json::array())) {
-        run.tuning.push_back({c.value("collective", ""), c.at("bytes").get<size_t>(), c.value("algorithm", ""),
-                              c.value("protocol", ""), c.value("symmetric", false), c.value("calls", 1)});
+        run.tuning.push_back({c.value("collective", ""), c.at("bytes").get<size_t>(),
+                              c.value("algorithm", ""), c.value("protocol", ""),
+                              c.value("symmetric", false), c.value("calls", 1)});
       }
       r.runs.push_back(std::move(run));
     }
@@ -347,22 +389,31 @@ std::string FormatCommSweep(const CommSweepReport& r, const planner::HardwarePro
   if (first == nullptr) return "# bench-comm sweep: no run succeeded\n";
   const CommBenchReport& base = *first->result;
   const std::string backend = r.backend != "local" ? base.library + ", " + base.placement
-                              : base.members > 1 ? "local, Gloo over TCP across " + std::to_string(base.members) + " processes"
+                              : base.members > 1   ? "local, Gloo over TCP across " +
+                                                       std::to_string(base.members) + " processes"
                                                  : "local (threads)";
-  std::snprintf(line, sizeof(line), "# tpserve bench-comm sweep: %s, backend %s%s, %d ranks, %d iters; %s\n",
-                CollectiveName(r.collective).c_str(), backend.c_str(),
-                base.device.empty() ? "" : (" (" + base.device + ")").c_str(), r.ranks, r.iters,
-                r.graph > 0 ? ("time per call inside a CUDA graph of " + std::to_string(r.graph) + " calls (us)").c_str()
-                            : "out-of-place time per call (us)");
+  std::snprintf(
+      line, sizeof(line), "# tpserve bench-comm sweep: %s, backend %s%s, %d ranks, %d iters; %s\n",
+      CollectiveName(r.collective).c_str(), backend.c_str(),
+      base.device.empty() ? "" : (" (" + base.device + ")").c_str(), r.ranks, r.iters,
+      r.graph > 0
+          ? ("time per call inside a CUDA graph of " + std::to_string(r.graph) + " calls (us)")
+                .c_str()
+          : "out-of-place time per call (us)");
   out += line;
-  out += "# runs: auto = NCCL's own choice (NCCL_ALGO and NCCL_PROTO unset); A/P = NCCL_ALGO=A NCCL_PROTO=P, each in a "
-         "process of its own";
-  out += std::any_of(r.runs.begin(), r.runs.end(), [](const CommSweepRun& run) { return run.registered; })
+  out +=
+      "# runs: auto = NCCL's own choice (NCCL_ALGO and NCCL_PROTO unset); A/P = NCCL_ALGO=A "
+      "NCCL_PROTO=P, each in a "
+      "process of its own";
+  out += std::any_of(r.runs.begin(), r.runs.end(),
+                     [](const CommSweepRun& run) { return run.registered; })
              ? "; auto+sym = auto on buffers registered as symmetric windows (--register)\n"
              : "\n";
   if (r.backend == "local") {
-    out += "# local backend: NCCL_ALGO and NCCL_PROTO change nothing here; every run times the same in-process "
-           "collective (a check of the sweep itself)\n";
+    out +=
+        "# local backend: NCCL_ALGO and NCCL_PROTO change nothing here; every run times the same "
+        "in-process "
+        "collective (a check of the sweep itself)\n";
   }
   if (hardware != nullptr) out += HardwareHeader(*hardware, r.ranks);
   out += "#\n#       size";
@@ -397,13 +448,16 @@ std::string FormatCommSweep(const CommSweepReport& r, const planner::HardwarePro
         fastest = &run;
       }
     }
-    const NcclTuningChoice* pick = ChoiceAt(automatic.tuning, NcclCollectiveName(r.collective), size_row.bytes);
+    const NcclTuningChoice* pick =
+        ChoiceAt(automatic.tuning, NcclCollectiveName(r.collective), size_row.bytes);
     const std::string picked = pick == nullptr ? "-" : PathName(pick->algorithm, pick->protocol);
-    std::snprintf(line, sizeof(line), "  %11s  %12s", fastest ? fastest->label.c_str() : "-", picked.c_str());
+    std::snprintf(line, sizeof(line), "  %11s  %12s", fastest ? fastest->label.c_str() : "-",
+                  picked.c_str());
     out += line;
     if (hardware != nullptr) {
       const double busbw = fastest ? size_row.bytes / (fastest_us * 1e-6) / 1e9 * factor : 0;
-      const Prediction predicted = Predict(*hardware, r.collective, r.ranks, static_cast<double>(size_row.bytes));
+      const Prediction predicted =
+          Predict(*hardware, r.collective, r.ranks, static_cast<double>(size_row.bytes));
       std::snprintf(line, sizeof(line), "  %11.2f  %s  %11s  %12s", busbw,
                     PercentOfPeak(busbw, planner::LinkPeakGbS(*hardware, r.ranks)).c_str(),
                     Micros(predicted).c_str(), predicted.ok ? predicted.path.c_str() : "-");
@@ -413,7 +467,8 @@ std::string FormatCommSweep(const CommSweepReport& r, const planner::HardwarePro
   }
   if (hardware != nullptr) {
     // The planner on each run's own path (a fit calibrated for it, else NCCL's model of it).
-    out += "#\n# the planner on each run's path (us; - where " + hardware->name + " has no such path)\n#       size";
+    out += "#\n# the planner on each run's path (us; - where " + hardware->name +
+           " has no such path)\n#       size";
     for (const CommSweepRun& run : r.runs) {
       if (!run.result) continue;
       std::snprintf(line, sizeof(line), " %11s", run.label.c_str());
@@ -425,10 +480,10 @@ std::string FormatCommSweep(const CommSweepReport& r, const planner::HardwarePro
       out += line;
       for (const CommSweepRun& run : r.runs) {
         if (!run.result) continue;
-        const Prediction predicted =
-            run.registered ? Prediction{}
-                           : Predict(*hardware, r.collective, r.ranks, static_cast<double>(size_row.bytes),
-                                     {run.algorithm, run.protocol});
+        const Prediction predicted = run.registered ? Prediction{}
+                                                    : Predict(*hardware, r.collective, r.ranks,
+                                                              static_cast<double>(size_row.bytes),
+                                                              {run.algorithm, run.protocol});
         std::snprintf(line, sizeof(line), " %11s", Micros(predicted).c_str());
         out += line;
       }
@@ -440,23 +495,31 @@ std::string FormatCommSweep(const CommSweepReport& r, const planner::HardwarePro
     if (run.result && run.result->rows.size() > 0) {
       size_t wrong = 0;
       for (const CommBenchRow& row : run.result->rows) wrong += row.oop_wrong + row.ip_wrong;
-      if (wrong > 0) out += "# " + run.label + ": " + std::to_string(wrong) + " wrong elements (not counted as fastest)\n";
+      if (wrong > 0)
+        out += "# " + run.label + ": " + std::to_string(wrong) +
+               " wrong elements (not counted as fastest)\n";
     }
     if (!run.registered || !run.result) continue;
     // Whether the symmetric kernels ran: NCCL's own lines say so, size by size.
     std::vector<size_t> symmetric, other;
     for (const CommBenchRow& row : run.result->rows) {
-      const bool ran = std::any_of(run.tuning.begin(), run.tuning.end(),
-                                   [&](const NcclTuningChoice& c) { return c.bytes == row.bytes && c.symmetric; });
+      const bool ran = std::any_of(
+          run.tuning.begin(), run.tuning.end(),
+          [&](const NcclTuningChoice& c) { return c.bytes == row.bytes && c.symmetric; });
       (ran ? symmetric : other).push_back(row.bytes);
     }
     if (run.tuning.empty()) {
-      out += "# " + run.label + ": NCCL's debug output has no tuning lines, so whether the symmetric kernels ran is unknown\n";
+      out += "# " + run.label +
+             ": NCCL's debug output has no tuning lines, so whether the symmetric kernels ran is "
+             "unknown\n";
     } else if (symmetric.empty()) {
-      out += "# " + run.label + ": the symmetric kernels did not run at any size (NCCL's tuning lines name none)\n";
+      out += "# " + run.label +
+             ": the symmetric kernels did not run at any size (NCCL's tuning lines name none)\n";
     } else {
-      std::snprintf(line, sizeof(line), "# %s: the symmetric kernels ran at %zu of %zu sizes (%zu B .. %zu B)\n",
-                    run.label.c_str(), symmetric.size(), run.result->rows.size(), symmetric.front(), symmetric.back());
+      std::snprintf(line, sizeof(line),
+                    "# %s: the symmetric kernels ran at %zu of %zu sizes (%zu B .. %zu B)\n",
+                    run.label.c_str(), symmetric.size(), run.result->rows.size(), symmetric.front(),
+                    symmetric.back());
       out += line;
     }
   }
@@ -465,8 +528,8 @@ std::string FormatCommSweep(const CommSweepReport& r, const planner::HardwarePro
 
 LineChart CommSweepChart(const CommSweepReport& r, const planner::HardwareProfile* hardware) {
   LineChart chart;
-  chart.title = CollectiveName(r.collective) + ", " + std::to_string(r.ranks) + " ranks, " + r.backend +
-                ": one line per NCCL_ALGO / NCCL_PROTO";
+  chart.title = CollectiveName(r.collective) + ", " + std::to_string(r.ranks) + " ranks, " +
+                r.backend + ": one line per NCCL_ALGO / NCCL_PROTO";
   chart.x_label = "message size (bytes)";
   chart.y_label = r.graph > 0 ? "time per call in a CUDA graph (us)" : "time per call (us)";
   chart.log_x = chart.log_y = true;
@@ -475,13 +538,15 @@ LineChart CommSweepChart(const CommSweepReport& r, const planner::HardwareProfil
     if (!run.result) continue;
     if (base == nullptr) base = &*run.result;
     ChartSeries series{run.label, {}};
-    for (const CommBenchRow& row : run.result->rows) series.points.emplace_back(row.bytes, TimeUs(r, row));
+    for (const CommBenchRow& row : run.result->rows)
+      series.points.emplace_back(row.bytes, TimeUs(r, row));
     chart.series.push_back(std::move(series));
   }
   if (hardware != nullptr && base != nullptr) {
     ChartSeries model{"planner (" + hardware->name + ")", {}, true};
     for (const CommBenchRow& row : base->rows) {
-      const Prediction predicted = Predict(*hardware, r.collective, r.ranks, static_cast<double>(row.bytes));
+      const Prediction predicted =
+          Predict(*hardware, r.collective, r.ranks, static_cast<double>(row.bytes));
       if (predicted.ok) model.points.emplace_back(row.bytes, predicted.time_us);
     }
     if (!model.points.empty()) chart.series.push_back(std::move(model));
@@ -489,18 +554,21 @@ LineChart CommSweepChart(const CommSweepReport& r, const planner::HardwareProfil
   return chart;
 }
 
-std::string FormatHardwareComparison(const CommBenchReport& r, const planner::HardwareProfile& hardware) {
+std::string FormatHardwareComparison(const CommBenchReport& r,
+                                     const planner::HardwareProfile& hardware) {
   std::string out = "#\n" + HardwareHeader(hardware, r.ranks);
   out += "#       size  busbw(GB/s)  of peak  planner(us)  planner path  measured/planner\n";
   const double peak = planner::LinkPeakGbS(hardware, r.ranks);
   char line[256];
   for (const CommBenchRow& row : r.rows) {
-    const Prediction predicted = Predict(hardware, r.collective, r.ranks, static_cast<double>(row.bytes));
+    const Prediction predicted =
+        Predict(hardware, r.collective, r.ranks, static_cast<double>(row.bytes));
     char ratio[32] = "-";
-    if (predicted.ok && predicted.time_us > 0) std::snprintf(ratio, sizeof(ratio), "%.2fx", row.oop_us / predicted.time_us);
-    std::snprintf(line, sizeof(line), "%12zu  %11.2f  %s  %11s  %12s  %15s\n", row.bytes, row.oop_busbw,
-                  PercentOfPeak(row.oop_busbw, peak).c_str(), Micros(predicted).c_str(),
-                  predicted.ok ? predicted.path.c_str() : "-", ratio);
+    if (predicted.ok && predicted.time_us > 0)
+      std::snprintf(ratio, sizeof(ratio), "%.2fx", row.oop_us / predicted.time_us);
+    std::snprintf(line, sizeof(line), "%12zu  %11.2f  %s  %11s  %12s  %15s\n", row.bytes,
+                  row.oop_busbw, PercentOfPeak(row.oop_busbw, peak).c_str(),
+                  Micros(predicted).c_str(), predicted.ok ? predicted.path.c_str() : "-", ratio);
     out += line;
   }
   return out;

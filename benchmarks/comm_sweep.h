@@ -10,11 +10,10 @@
 // busbw as a percentage of the link's peak and the planner's prediction beside the measurement.
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "benchmarks/comm_bench.h"
 #include "benchmarks/nccl_tuning_log.h"
@@ -39,7 +38,7 @@ struct CommSweepReport {
   std::string backend;
   int ranks = 0;
   int iters = 0;
-  int graph = 0;  // --graph N: the table's times are per call inside a graph of N
+  int graph = 0;   // --graph N: the table's times are per call inside a graph of N
   int member = 0;  // across processes: this process's index (only the leader's runs have results)
   std::vector<CommSweepRun> runs;
 };
@@ -50,7 +49,7 @@ bool IsCommSweep(const CommBenchOptions& o);
 // Runs every combination with `tpserve` (this executable, or another tpserve's path).
 Result<CommSweepReport> RunCommSweep(const CommBenchOptions& o, const std::string& tpserve);
 
-// The JSON `--json` prints ({"sweep": {...}}), and back (a sweep's, or a single run's as one "auto").
+// The JSON `--json` prints ({"sweep": {...}}), and back (a sweep's, or one run's as "auto").
 nlohmann::json CommSweepJson(const CommSweepReport& r);
 Result<CommSweepReport> ParseCommSweepJson(const nlohmann::json& value, const std::string& source);
 
@@ -60,6 +59,7 @@ LineChart CommSweepChart(const CommSweepReport& r, const planner::HardwareProfil
 
 // Per size of a single run: busbw as % of the link's peak and the planner's prediction (appended
 // to bench-comm's table when --hardware is given).
-std::string FormatHardwareComparison(const CommBenchReport& r, const planner::HardwareProfile& hardware);
+std::string FormatHardwareComparison(const CommBenchReport& r,
+                                     const planner::HardwareProfile& hardware);
 
 }  // namespace tpserve

@@ -10,7 +10,8 @@ namespace {
 
 // NCCL's indices (src/include/nccl_common.h: NCCL_ALGO_TREE 0, RING 1, COLLNET_DIRECT 2,
 // COLLNET_CHAIN 3, NVLS 4, NVLS_TREE 5, PAT 6; NCCL_PROTO_LL 0, LL128 1, SIMPLE 2).
-constexpr const char* kAlgorithms[] = {"Tree", "Ring", "CollNetDirect", "CollNetChain", "NVLS", "NVLSTree", "PAT"};
+constexpr const char* kAlgorithms[] = {"Tree",     "Ring", "CollNetDirect", "CollNetChain", "NVLS",
+                                       "NVLSTree", "PAT"};
 constexpr const char* kProtocols[] = {"LL", "LL128", "Simple"};
 
 std::string Lower(std::string_view text) {
@@ -28,7 +29,9 @@ std::string Folded(std::string_view text) {
 
 template <size_t N>
 std::string Canonical(std::string_view name, const char* const (&names)[N]) {
-  if (!name.empty() && std::all_of(name.begin(), name.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); })) {
+  if (!name.empty() && std::all_of(name.begin(), name.end(), [](char c) {
+        return std::isdigit(static_cast<unsigned char>(c));
+      })) {
     const size_t index = std::stoul(std::string(name));
     return index < N ? names[index] : std::string(name);
   }
@@ -51,8 +54,12 @@ std::string WordAfter(std::string_view text, std::string_view key) {
 
 }  // namespace
 
-std::string CanonicalNcclAlgorithm(std::string_view name) { return Canonical(name, kAlgorithms); }
-std::string CanonicalNcclProtocol(std::string_view name) { return Canonical(name, kProtocols); }
+std::string CanonicalNcclAlgorithm(std::string_view name) {
+  return Canonical(name, kAlgorithms);
+}
+std::string CanonicalNcclProtocol(std::string_view name) {
+  return Canonical(name, kProtocols);
+}
 
 std::vector<NcclTuningChoice> ParseNcclTuningLog(std::string_view log) {
   std::vector<NcclTuningChoice> out;
@@ -69,9 +76,12 @@ std::vector<NcclTuningChoice> ParseNcclTuningLog(std::string_view log) {
     const std::string head = line.substr(0, begin);
     const size_t info = head.find("NCCL INFO ");
     std::string name = head.substr(info == std::string::npos ? 0 : info + 10);
-    name.erase(std::remove_if(name.begin(), name.end(), [](char c) { return c == ':' || c == ' '; }), name.end());
+    name.erase(
+        std::remove_if(name.begin(), name.end(), [](char c) { return c == ':' || c == ' '; }),
+        name.end());
     const std::string lowered = Lower(line);
-    choice.symmetric = lowered.find("[symmetric]") != std::string::npos || lowered.find("symk") != std::string::npos;
+    choice.symmetric = lowered.find("[symmetric]") != std::string::npos ||
+                       lowered.find("symk") != std::string::npos;
     const size_t bracket = name.find('[');
     choice.collective = name.substr(0, bracket);
     const std::string tail = line.substr(arrow + 10);
@@ -87,8 +97,9 @@ std::vector<NcclTuningChoice> CountChoices(const std::vector<NcclTuningChoice>& 
   std::vector<NcclTuningChoice> out;
   for (const NcclTuningChoice& line : lines) {
     auto same = std::find_if(out.begin(), out.end(), [&](const NcclTuningChoice& c) {
-      return c.collective == line.collective && c.bytes == line.bytes && c.algorithm == line.algorithm &&
-             c.protocol == line.protocol && c.symmetric == line.symmetric;
+      return c.collective == line.collective && c.bytes == line.bytes &&
+             c.algorithm == line.algorithm && c.protocol == line.protocol &&
+             c.symmetric == line.symmetric;
     });
     if (same == out.end()) {
       out.push_back(line);
@@ -99,14 +110,16 @@ std::vector<NcclTuningChoice> CountChoices(const std::vector<NcclTuningChoice>& 
   return out;
 }
 
-const NcclTuningChoice* ChoiceAt(const std::vector<NcclTuningChoice>& choices, std::string_view collective,
-                                 size_t bytes) {
+const NcclTuningChoice* ChoiceAt(const std::vector<NcclTuningChoice>& choices,
+                                 std::string_view collective, size_t bytes) {
   std::map<std::string, int> counts;  // algorithm/protocol/symmetric -> calls
   const NcclTuningChoice* best = nullptr;
   int best_count = 0;
   for (const NcclTuningChoice& c : choices) {
-    if (c.bytes != bytes || (!c.collective.empty() && Lower(c.collective) != Lower(collective))) continue;
-    const int count = counts[c.algorithm + "/" + c.protocol + (c.symmetric ? "/sym" : "")] += c.calls;
+    if (c.bytes != bytes || (!c.collective.empty() && Lower(c.collective) != Lower(collective)))
+      continue;
+    const int count = counts[c.algorithm + "/" + c.protocol + (c.symmetric ? "/sym" : "")] +=
+        c.calls;
     if (count >= best_count) {
       best = &c;
       best_count = count;

@@ -1,9 +1,8 @@
 #include "benchmarks/comm_sweep.h"
 
+#include <arpa/inet.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-
-#include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -12,7 +11,6 @@
 #include <thread>
 
 #include "benchmarks/child_process.h"
-
 #include "kernels/cuda_module.h"
 #include "planner/calibrate.h"
 #include "planner/collective_model.h"
@@ -59,7 +57,8 @@ TEST(CommSweep, EveryCombinationRunsInItsOwnProcess) {
   std::vector<std::string> labels;
   for (const CommSweepRun& run : sweep->runs) labels.push_back(run.label);
   // NCCL's spelling, whatever the flag's; auto first.
-  EXPECT_THAT(labels, ::testing::ElementsAre("auto", "Ring/LL", "Tree/LL", "Ring/Simple", "Tree/Simple"));
+  EXPECT_THAT(labels,
+              ::testing::ElementsAre("auto", "Ring/LL", "Tree/LL", "Ring/Simple", "Tree/Simple"));
   for (const CommSweepRun& run : sweep->runs) {
     ASSERT_TRUE(run.result.has_value()) << run.label << ": " << run.error;
     ASSERT_EQ(run.result->rows.size(), 3u) << run.label;  // 64, 512, 4096
@@ -100,13 +99,16 @@ TEST(CommSweep, BadCombinationsAreNamed) {
               HasSubstr("--protocols 'LL256': NCCL knows LL, LL128, Simple"));
   o = SmallSweep();
   o.algorithms = {"Butterfly"};
-  EXPECT_THAT(RunCommSweep(o, testing::TpserveBinary()).status().message(), HasSubstr("--algorithms 'Butterfly'"));
+  EXPECT_THAT(RunCommSweep(o, testing::TpserveBinary()).status().message(),
+              HasSubstr("--algorithms 'Butterfly'"));
   o = SmallSweep();
   o.register_windows = true;
-  EXPECT_THAT(RunCommSweep(o, testing::TpserveBinary()).status().message(), HasSubstr("--register"));
+  EXPECT_THAT(RunCommSweep(o, testing::TpserveBinary()).status().message(),
+              HasSubstr("--register"));
   o = SmallSweep();
   o.backend = "rank-order";
-  EXPECT_THAT(RunCommSweep(o, testing::TpserveBinary()).status().message(), HasSubstr("need --backend nccl"));
+  EXPECT_THAT(RunCommSweep(o, testing::TpserveBinary()).status().message(),
+              HasSubstr("need --backend nccl"));
   // --graph and --register outside a sweep need NCCL too.
   CommBenchOptions single;
   single.graph = 10;
@@ -124,32 +126,61 @@ TEST(CommSweep, ARunThatFailsIsReportedNotFatal) {
 // Fixed inputs, hand-computed: 8 ranks of an H200 node (the preset: 18 NVLinks × 20.6 GB/s).
 nlohmann::json FixedSweep() {
   auto row = [](size_t bytes, double us) {
-    return nlohmann::json{{"size", bytes}, {"count", bytes / 4}, {"out_of_place", {{"time_us", us}, {"wrong", 0}}},
+    return nlohmann::json{{"size", bytes},
+                          {"count", bytes / 4},
+                          {"out_of_place", {{"time_us", us}, {"wrong", 0}}},
                           {"in_place", {{"time_us", us}, {"wrong", 0}}}};
   };
   // 8 B, 64 B and 1 MiB.
   auto result = [&](double us8, double us64, double us1m) {
-    return nlohmann::json{{"collective", "all_reduce"}, {"backend", "nccl"}, {"ranks", 8},
-                          {"library", "nccl 2.28.3"}, {"placement", "one GPU per rank"}, {"device", "NVIDIA H200"},
+    return nlohmann::json{{"collective", "all_reduce"},
+                          {"backend", "nccl"},
+                          {"ranks", 8},
+                          {"library", "nccl 2.28.3"},
+                          {"placement", "one GPU per rank"},
+                          {"device", "NVIDIA H200"},
                           {"rows", {row(8, us8), row(64, us64), row(1048576, us1m)}}};
   };
   auto tuning = [](size_t bytes, const char* algorithm, const char* protocol, bool symmetric) {
-    return nlohmann::json{{"collective", "AllReduce"}, {"bytes", bytes}, {"algorithm", algorithm},
-                          {"protocol", protocol}, {"symmetric", symmetric}};
+    return nlohmann::json{{"collective", "AllReduce"},
+                          {"bytes", bytes},
+                          {"algorithm", algorithm},
+                          {"protocol", protocol},
+                          {"symmetric", symmetric}};
   };
-  return {{"sweep",
-           {{"collective", "all_reduce"}, {"backend", "nccl"}, {"ranks", 8}, {"iters", 20}, {"graph", 0},
-            {"runs",
-             {{{"label", "auto"}, {"algorithm", ""}, {"protocol", ""}, {"registered", false},
-               {"result", result(20.0, 20.028, 12.0)},
-               {"tuning", {tuning(8, "Ring", "LL", false), tuning(1048576, "NVLS", "Simple", false)}}},
-              {{"label", "Ring/LL"}, {"algorithm", "Ring"}, {"protocol", "LL"}, {"registered", false},
-               {"result", result(18.0, 18.056, 40.0)}, {"tuning", nlohmann::json::array()}},
-              {{"label", "NVLS/LL"}, {"algorithm", "NVLS"}, {"protocol", "LL"}, {"registered", false},
-               {"result", nullptr}, {"error", "exit 1: NCCL invalid usage"}, {"tuning", nlohmann::json::array()}},
-              {{"label", "auto+sym"}, {"algorithm", ""}, {"protocol", ""}, {"registered", true},
-               {"result", result(10.0, 10.0, 10.0)},
-               {"tuning", {tuning(8, "", "", true), tuning(1048576, "NVLS", "Simple", false)}}}}}}}};
+  return {
+      {"sweep",
+       {{"collective", "all_reduce"},
+        {"backend", "nccl"},
+        {"ranks", 8},
+        {"iters", 20},
+        {"graph", 0},
+        {"runs",
+         {{{"label", "auto"},
+           {"algorithm", ""},
+           {"protocol", ""},
+           {"registered", false},
+           {"result", result(20.0, 20.028, 12.0)},
+           {"tuning", {tuning(8, "Ring", "LL", false), tuning(1048576, "NVLS", "Simple", false)}}},
+          {{"label", "Ring/LL"},
+           {"algorithm", "Ring"},
+           {"protocol", "LL"},
+           {"registered", false},
+           {"result", result(18.0, 18.056, 40.0)},
+           {"tuning", nlohmann::json::array()}},
+          {{"label", "NVLS/LL"},
+           {"algorithm", "NVLS"},
+           {"protocol", "LL"},
+           {"registered", false},
+           {"result", nullptr},
+           {"error", "exit 1: NCCL invalid usage"},
+           {"tuning", nlohmann::json::array()}},
+          {{"label", "auto+sym"},
+           {"algorithm", ""},
+           {"protocol", ""},
+           {"registered", true},
+           {"result", result(10.0, 10.0, 10.0)},
+           {"tuning", {tuning(8, "", "", true), tuning(1048576, "NVLS", "Simple", false)}}}}}}}};
 }
 
 TEST(CommSweep, ARecordedSweepRendersWithTheLinkPeakAndThePlanner) {
@@ -179,8 +210,10 @@ TEST(CommSweep, ARecordedSweepRendersWithTheLinkPeakAndThePlanner) {
   EXPECT_THAT(per_path_small, ::testing::MatchesRegex(" *8 +15.00 +15.00 +-"));
   // The failed combination, and what NCCL's lines say about the symmetric kernels.
   EXPECT_THAT(table, HasSubstr("# NVLS/LL did not run: exit 1: NCCL invalid usage"));
-  EXPECT_THAT(table, HasSubstr("# auto+sym: the symmetric kernels ran at 1 of 3 sizes (8 B .. 8 B)"));
-  // Rendering the JSON of the parsed sweep gives the same table (what --from does with --json's output).
+  EXPECT_THAT(table,
+              HasSubstr("# auto+sym: the symmetric kernels ran at 1 of 3 sizes (8 B .. 8 B)"));
+  // Rendering the JSON of the parsed sweep gives the same table (what --from does with --json's
+  // output).
   auto again = ParseCommSweepJson(CommSweepJson(*sweep), "again.json");
   ASSERT_TRUE(again.ok()) << again.status().ToString();
   EXPECT_EQ(FormatCommSweep(*again, &*h200), table);
@@ -204,8 +237,11 @@ TEST(CommSweep, ASingleRunComparesWithTheHardware) {
 }
 
 TEST(CommSweep, RecordedFilesThatAreNotSweepsAreNamed) {
-  EXPECT_THAT(ParseCommSweepJson(nlohmann::json{{"sweep", {{"collective", "all_reduce"}}}}, "bad.json").status().message(),
-              HasSubstr("bad.json: not bench-comm --json output"));
+  EXPECT_THAT(
+      ParseCommSweepJson(nlohmann::json{{"sweep", {{"collective", "all_reduce"}}}}, "bad.json")
+          .status()
+          .message(),
+      HasSubstr("bad.json: not bench-comm --json output"));
   nlohmann::json negative = FixedSweep();
   negative["sweep"]["runs"][0]["result"]["rows"][0]["out_of_place"]["time_us"] = -1;
   EXPECT_THAT(ParseCommSweepJson(negative, "neg.json").status().message(),
@@ -230,7 +266,8 @@ TEST(CommSweep, CalibrationFitsEveryPathOfASweep) {
   }
   // Ring/LL: 18.0 us at 8 B, 18.056 at 64: 56 B per 0.056 us = 1 GB/s, alpha 18.0 - 0.008 = 17.992;
   // at 2048 B: 17.992 + 2.048 = 20.04 us. NCCL's choice (auto): 2 GB/s, alpha 19.996: 21.02 us.
-  auto ring_ll = planner::EstimateCollective(*h200, Collective::kAllReduce, 8, 2048, {"ring", "LL"});
+  auto ring_ll =
+      planner::EstimateCollective(*h200, Collective::kAllReduce, 8, 2048, {"ring", "LL"});
   ASSERT_TRUE(ring_ll.ok()) << ring_ll.status().ToString();
   EXPECT_NEAR(ring_ll->time_us, 20.04, 1e-6);
   EXPECT_EQ(ring_ll->algorithm, "fit");
@@ -241,7 +278,9 @@ TEST(CommSweep, CalibrationFitsEveryPathOfASweep) {
   auto tree_ll = planner::EstimateCollective(*h200, Collective::kAllReduce, 8, 8, {"Tree", "LL"});
   ASSERT_TRUE(tree_ll.ok());
   EXPECT_NEAR(tree_ll->time_us, 6.8 + 2 * 7 * 0.6, 1e-3);  // NCCL's tree/LL latency on NVLink
-  EXPECT_EQ(planner::EstimateCollective(*h200, Collective::kAllReduce, 8, 8, {"NVLS", "LL"}).status().code(),
+  EXPECT_EQ(planner::EstimateCollective(*h200, Collective::kAllReduce, 8, 8, {"NVLS", "LL"})
+                .status()
+                .code(),
             StatusCode::kNotFound);
 }
 
@@ -263,9 +302,11 @@ int UnusedPort() {
 // the same as a two-combination sweep, whose combinations meet anew on the same port.
 TEST(CommSweep, OneProcessPerRankAcrossProcesses) {
   const std::string rendezvous = "127.0.0.1:" + std::to_string(UnusedPort());
-  const std::vector<std::string> common = {"bench-comm", "--ranks", "2", "-b", "8", "-e", "4096", "-f", "8",
-                                           "-n", "3", "-w", "1", "--nnodes", "2", "--rendezvous", rendezvous,
-                                           "--group-timeout-ms", "20000"};
+  const std::vector<std::string> common = {
+      "bench-comm", "--ranks",  "2", "-b",           "8",        "-e",
+      "4096",       "-f",       "8", "-n",           "3",        "-w",
+      "1",          "--nnodes", "2", "--rendezvous", rendezvous, "--group-timeout-ms",
+      "20000"};
   auto run_pair = [&](const std::vector<std::string>& extra) {
     auto member = [&](int index) {
       std::vector<std::string> argv = {testing::TpserveBinary()};
@@ -299,7 +340,8 @@ TEST(CommSweep, OneProcessPerRankAcrossProcesses) {
     EXPECT_EQ(row.ip_wrong, 0u);
   }
 
-  auto [sweep_leader, sweep_follower] = run_pair({"--protocols", "LL", "--algorithms", "Ring", "--json"});
+  auto [sweep_leader, sweep_follower] =
+      run_pair({"--protocols", "LL", "--algorithms", "Ring", "--json"});
   ASSERT_TRUE(sweep_leader.ok() && sweep_follower.ok());
   ASSERT_EQ(sweep_leader->exit_code, 0) << sweep_leader->err;
   ASSERT_EQ(sweep_follower->exit_code, 0) << sweep_follower->err;
@@ -313,7 +355,8 @@ TEST(CommSweep, OneProcessPerRankAcrossProcesses) {
 }
 
 TEST(CommSweep, TwoCombinationSweepOnOneGpu) {
-  if (!ProbeCudaBackend().ok()) GTEST_SKIP() << "no usable GPU here: the device check runs this sweep";
+  if (!ProbeCudaBackend().ok())
+    GTEST_SKIP() << "no usable GPU here: the device check runs this sweep";
   CommBenchOptions o = SmallSweep();
   o.backend = "nccl";
   o.ranks = 1;
