@@ -537,13 +537,17 @@ LineChart CommSweepChart(const CommSweepReport& r, const planner::HardwareProfil
   for (const CommSweepRun& run : r.runs) {
     if (!run.result) continue;
     if (base == nullptr) base = &*run.result;
-    ChartSeries series{run.label, {}};
-    for (const CommBenchRow& row : run.result->rows)
+    ChartSeries series;
+    series.label = run.label;
+    for (const CommBenchRow& row : run.result->rows) {
       series.points.emplace_back(row.bytes, TimeUs(r, row));
+    }
     chart.series.push_back(std::move(series));
   }
   if (hardware != nullptr && base != nullptr) {
-    ChartSeries model{"planner (" + hardware->name + ")", {}, true};
+    ChartSeries model;
+    model.label = "planner (" + hardware->name + ")";
+    model.dashed = true;
     for (const CommBenchRow& row : base->rows) {
       const Prediction predicted =
           Predict(*hardware, r.collective, r.ranks, static_cast<double>(row.bytes));
