@@ -112,10 +112,13 @@ TEST(InProcessTimeouts, AStalledRankFailsItsPeersAfterTheTimeoutAndBreaksTheGrou
   std::vector<Status> first(3), later(3);
   std::vector<double> waited_ms(3);
   std::vector<std::thread> threads;
+  // Timed from before either thread starts: the first caller's timeout breaks the group for both,
+  // so a rank whose thread started late (ASan under ctest -j2: 60 ms) is released sooner after its
+  // own call than the timeout, but never sooner than the timeout after this.
+  const auto start = std::chrono::steady_clock::now();
   for (int r = 0; r < 2; ++r) {  // rank 2 stalls: it never calls
     threads.emplace_back([&, r] {
       std::vector<float> data(16, 1.0f);
-      const auto start = std::chrono::steady_clock::now();
       first[r] = comms[r]->AllReduceSum(data.data(), data.size());
       waited_ms[r] = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
       later[r] = comms[r]->AllReduceSum(data.data(), data.size());
