@@ -8,23 +8,14 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <map>
-#include <sstream>
+
+#include "common/bounded_json.h"
 
 extern char** environ;
 
 namespace tpserve {
-namespace {
-
-std::string ReadAll(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
-}  // namespace
+namespace {}  // namespace
 
 Result<ChildOutput> RunChild(const std::vector<std::string>& argv,
                              const std::vector<std::pair<std::string, std::string>>& environment,
@@ -69,8 +60,8 @@ Result<ChildOutput> RunChild(const std::vector<std::string>& argv,
   }
   ChildOutput out;
   out.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  out.out = ReadAll(stdout_path);
-  out.err = ReadAll(stderr_path);
+  ASSIGN_OR_RETURN(out.out, ReadTextFile(stdout_path));
+  ASSIGN_OR_RETURN(out.err, ReadTextFile(stderr_path));
   return out;
 }
 

@@ -209,13 +209,24 @@ Status CompareWithNccl(const CommBenchOptions& o, const std::vector<size_t>& cou
 
 }  // namespace
 
+Result<GroupMembership> ResolveCommBenchMembership(const CommBenchOptions& o) {
+  MembershipFlags flags = o.membership;
+  if (o.ranks_given) flags.tp = o.ranks;  // else: torchrun's WORLD_SIZE, one rank per process
+  return ResolveMembership(flags, MembershipEnvironment());
+}
+
+std::string DescribeBackend(const CommBenchReport& r) {
+  if (r.backend != "local") return r.library + ", " + r.placement;
+  if (r.members <= 1) return "local (threads)";
+  return "local, Gloo over TCP across " + std::to_string(r.members) + " processes (the leader's ranks " +
+         std::to_string(r.first_rank) + ".." + std::to_string(r.first_rank + r.local_ranks - 1) + " timed)";
+}
+
 Result<CommBenchReport> RunCommBench(const CommBenchOptions& options) {
   CommBenchOptions o = options;
   ASSIGN_OR_RETURN(Collective c, ParseCollective(o.collective));
   // Several processes (flags or torchrun's variables): this one runs its share of the ranks.
-  MembershipFlags flags = o.membership;
-  if (o.ranks_given) flags.tp = o.ranks;  // else: torchrun's WORLD_SIZE, one rank per process
-  ASSIGN_OR_RETURN(GroupMembership membership, ResolveMembership(flags, MembershipEnvironment()));
+  ASSIGN_OR_RETURN(GroupMembership membership, ResolveCommBenchMembership(o));
   if (membership.distributed()) {
     o.ranks = membership.tp;
     if (o.backend != "local" && o.backend != "nccl") {
@@ -362,11 +373,7 @@ Result<CommBenchReport> RunCommBench(const CommBenchOptions& options) {
 std::string FormatCommBench(const CommBenchReport& r, const CommBenchOptions& o) {
   std::string out;
   char line[512];
-  const std::string backend = r.backend != "local" ? r.library + ", " + r.placement
-                              : r.members > 1   ? "local, Gloo over TCP across " + std::to_string(r.members) +
-                                                    " processes (the leader's ranks " + std::to_string(r.first_rank) +
-                                                    ".." + std::to_string(r.first_rank + r.local_ranks - 1) + " timed)"
-                                                : "local (threads)";
+  const std::string backend = DescribeBackend(r);
   std::snprintf(line, sizeof(line), "# tpserve bench-comm: %s, backend %s, %d ranks, %d iters, %d warmup, check %d\n#\n",
                 CollectiveName(r.collective).c_str(), backend.c_str(), r.ranks, o.iters, o.warmup, o.check);
   out += line;

@@ -88,6 +88,11 @@ struct CommBenchReport {
 const char* PeerCollectiveName(Collective c);  // "MPI_Allreduce", ...
 
 Result<CommBenchReport> RunCommBench(const CommBenchOptions& options);
+// Which processes take part (one unless --nnodes or torchrun's variables say otherwise): the
+// group's rank count is --ranks when given, else WORLD_SIZE.
+Result<GroupMembership> ResolveCommBenchMembership(const CommBenchOptions& options);
+// "local (threads)", "nccl 2.28.3 (...), one GPU per rank", "local, Gloo over TCP across 2 ...".
+std::string DescribeBackend(const CommBenchReport& report);
 std::string FormatCommBench(const CommBenchReport& report, const CommBenchOptions& options);
 std::string CommBenchJson(const CommBenchReport& report);
 nlohmann::json CommBenchJsonValue(const CommBenchReport& report);

@@ -6,7 +6,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <limits>
 #include <sstream>
 
@@ -27,11 +26,11 @@ constexpr const char* kAlgorithmNames[] = {"Ring",          "Tree",         "NVL
 // NCCL's spelling of one name of a --protocols / --algorithms list, or an error naming it.
 template <size_t N>
 Result<std::vector<std::string>> Canonical(const std::vector<std::string>& names, const char* flag,
+                                           std::string (*spelling)(std::string_view),
                                            const char* const (&known)[N]) {
   std::vector<std::string> out;
   for (const std::string& name : names) {
-    const std::string canonical = std::string(flag) == "--protocols" ? CanonicalNcclProtocol(name)
-                                                                     : CanonicalNcclAlgorithm(name);
+    const std::string canonical = spelling(name);
     if (std::find(std::begin(known), std::end(known), canonical) == std::end(known)) {
       std::string list;
       for (const char* k : known) list += (list.empty() ? "" : ", ") + std::string(k);
@@ -119,13 +118,6 @@ Result<json> LastJsonLine(const std::string& text) {
   return ParseJson(found, "its output");
 }
 
-std::string ReadAll(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
 // A run's time at row `i`: per call inside the graph with --graph, else out of place.
 double TimeUs(const CommSweepReport& r, const CommBenchRow& row) {
   return r.graph > 0 && row.graph_us > 0 ? row.graph_us : row.oop_us;
@@ -208,9 +200,10 @@ bool IsCommSweep(const CommBenchOptions& o) {
 
 Result<CommSweepReport> RunCommSweep(const CommBenchOptions& o, const std::string& tpserve) {
   ASSIGN_OR_RETURN(std::vector<std::string> protocols,
-                   Canonical(o.protocols, "--protocols", kProtocolNames));
-  ASSIGN_OR_RETURN(std::vector<std::string> algorithms,
-                   Canonical(o.algorithms, "--algorithms", kAlgorithmNames));
+                   Canonical(o.protocols, "--protocols", CanonicalNcclProtocol, kProtocolNames));
+  ASSIGN_OR_RETURN(
+      std::vector<std::string> algorithms,
+      Canonical(o.algorithms, "--algorithms", CanonicalNcclAlgorithm, kAlgorithmNames));
   ASSIGN_OR_RETURN(Collective collective, ParseCollective(o.collective));
   if (o.backend != "nccl" && o.backend != "local") {
     return InvalidArgument(
@@ -223,9 +216,7 @@ Result<CommSweepReport> RunCommSweep(const CommBenchOptions& o, const std::strin
   if (tpserve.empty())
     return FailedPrecondition("bench-comm: cannot find its own executable to run the sweep");
   // Across processes every member runs the same sweep; each combination's processes meet anew.
-  MembershipFlags flags = o.membership;
-  if (o.ranks_given) flags.tp = o.ranks;
-  ASSIGN_OR_RETURN(GroupMembership membership, ResolveMembership(flags, MembershipEnvironment()));
+  ASSIGN_OR_RETURN(GroupMembership membership, ResolveCommBenchMembership(o));
   CommSweepReport report;
   report.member = membership.member;
   report.collective = collective;
@@ -282,7 +273,9 @@ Result<CommSweepReport> RunCommSweep(const CommBenchOptions& o, const std::strin
     for (const auto& entry : fs::directory_iterator(dir)) {
       const std::string name = entry.path().filename().string();
       if (name.rfind(stem + ".nccl.", 0) == 0) {
-        for (NcclTuningChoice& choice : ParseNcclTuningLog(ReadAll(entry.path())))
+        auto text = ReadTextFile(entry.path().string());
+        if (!text.ok()) continue;  // NCCL still writing or gone: the run's other files decide
+        for (NcclTuningChoice& choice : ParseNcclTuningLog(*text))
           lines.push_back(std::move(choice));
       }
     }
@@ -388,10 +381,7 @@ std::string FormatCommSweep(const CommSweepReport& r, const planner::HardwarePro
   }
   if (first == nullptr) return "# bench-comm sweep: no run succeeded\n";
   const CommBenchReport& base = *first->result;
-  const std::string backend = r.backend != "local" ? base.library + ", " + base.placement
-                              : base.members > 1   ? "local, Gloo over TCP across " +
-                                                       std::to_string(base.members) + " processes"
-                                                 : "local (threads)";
+  const std::string backend = DescribeBackend(base);
   std::snprintf(
       line, sizeof(line), "# tpserve bench-comm sweep: %s, backend %s%s, %d ranks, %d iters; %s\n",
       CollectiveName(r.collective).c_str(), backend.c_str(),
