@@ -1,7 +1,10 @@
 // Linear (y = x · Wᵀ, bf16 weights) per kernel, shape and token count, next to the ceiling measured
 // in the same run with the same threads: the weights streamed from DRAM at the machine's read
 // bandwidth. At decode's few tokens a kernel should run at that ceiling; as tokens grow it turns
-// compute-bound, and the ratio to one token shows whether batching pays.
+// compute-bound, and the ratio to one token shows whether batching pays. Each timed call is
+// paired with a read of the same bytes right after it (another cold copy, same threads): of-read,
+// the median of read time over call time, is the kernel against the floor of its own size in the
+// same moment, which a shared machine's drift cannot tilt.
 //
 //   bench_linear [--threads 0] [--tokens 1,8,32] [--shapes 128256x768,2048x768,...] [--reps 15]
 //                [--kernels amx,avx512bf16,avx512,avx2] [--json]
@@ -113,8 +116,10 @@ int main(int argc, char** argv) {
                   "over it\n",
                   fma_peak_gflops, f32_grade_peak_gflops);
     }
-    std::printf("%10s %6s %8s %6s %10s %10s %8s %9s %7s %7s\n", "kernel", "out", "in", "tokens", "time_us",
-                "ceiling_us", "of-ceil", "x_tok1", "of-bf16", "of-f32g");
+    std::printf("of-read: median over calls of (a read of the same bytes, cold, right after the call) / "
+                "(the call)\n");
+    std::printf("%10s %6s %8s %6s %10s %10s %8s %8s %9s %7s %7s\n", "kernel", "out", "in", "tokens", "time_us",
+                "ceiling_us", "of-ceil", "of-read", "x_tok1", "of-bf16", "of-f32g");
   }
   std::mt19937 random(7);
   std::normal_distribution<float> normal;
@@ -122,7 +127,8 @@ int main(int argc, char** argv) {
     // Several copies of the weights, used in turn, so every call streams them from DRAM as decode
     // does (a copy would otherwise stay in the last-level cache).
     const size_t weight_bytes = static_cast<size_t>(shape.out) * shape.in * sizeof(uint16_t);
-    const int copies = static_cast<int>(std::max<size_t>(2, (size_t{1} << 30) / weight_bytes));
+    // At least 4: the paired read takes the copy half the rotation away, cold, and not the next.
+    const int copies = static_cast<int>(std::max<size_t>(4, (size_t{1} << 30) / weight_bytes));
     std::vector<uint16_t, HugePageAllocator<uint16_t>> w(weight_bytes / 2 * copies);
     const double ceiling_us = weight_bytes / (bandwidth.read_gb_per_s * 1e3);
     for (cpu::LinearKernel kernel : kernels) {
@@ -136,16 +142,24 @@ int main(int argc, char** argv) {
       for (int tokens : token_counts) {
         std::vector<float> x(static_cast<size_t>(tokens) * shape.in), y(static_cast<size_t>(tokens) * shape.out);
         for (float& v : x) v = normal(random);
-        std::vector<double> micros;
+        std::vector<double> micros, read_micros, read_over_call;
         for (int rep = -2; rep < reps; ++rep) {  // two untimed warm-up calls
-          const uint16_t* weights = w.data() + (static_cast<size_t>(rep + 2) % copies) * (weight_bytes / 2);
+          const size_t copy = static_cast<size_t>(rep + 2) % copies;
+          const uint16_t* weights = w.data() + copy * (weight_bytes / 2);
           const auto start = Clock::now();
           cpu::Linear({x.data(), weights, nullptr, y.data(), tokens, shape.in, shape.out, layout}, &pool,
                       kernel);
           const double us = std::chrono::duration<double, std::micro>(Clock::now() - start).count();
-          if (rep >= 0) micros.push_back(us);
+          const uint16_t* cold = w.data() + ((copy + copies / 2) % copies) * (weight_bytes / 2);
+          const double read_us = 1e6 * cpu::TimeRead(cold, weight_bytes, &pool);
+          if (rep >= 0) {
+            micros.push_back(us);
+            read_micros.push_back(read_us);
+            read_over_call.push_back(read_us / us);
+          }
         }
         const double us = Median(micros);
+        const double of_read = Median(read_over_call);
         if (tokens == token_counts.front()) one_token_us = us / tokens;
         const double per_token_gain = one_token_us / (us / tokens);
         const double gflops = 2.0 * shape.out * shape.in * tokens / (us * 1e3);
@@ -154,13 +168,15 @@ int main(int argc, char** argv) {
         if (json) {
           points.push_back({{"kernel", cpu::LinearKernelName(kernel)}, {"out", shape.out}, {"in", shape.in},
                             {"tokens", tokens}, {"time_us", us}, {"ceiling_us", ceiling_us},
-                            {"of_ceiling", ceiling_us / us}, {"tokens_per_s_vs_first", per_token_gain},
+                            {"of_ceiling", ceiling_us / us}, {"read_us", Median(read_micros)},
+                            {"of_read", of_read}, {"tokens_per_s_vs_first", per_token_gain},
                             {"gflops", gflops}, {"of_bf16_peak", of_bf16_peak},
                             {"of_f32_grade_peak", of_f32_grade_peak}});
         } else {
-          std::printf("%10s %6d %8d %6d %10.1f %10.1f %7.0f%% %8.2fx %6.0f%% %6.0f%%\n",
+          std::printf("%10s %6d %8d %6d %10.1f %10.1f %7.0f%% %7.0f%% %8.2fx %6.0f%% %6.0f%%\n",
                       cpu::LinearKernelName(kernel), shape.out, shape.in, tokens, us, ceiling_us,
-                      100 * ceiling_us / us, per_token_gain, 100 * of_bf16_peak, 100 * of_f32_grade_peak);
+                      100 * ceiling_us / us, 100 * of_read, per_token_gain, 100 * of_bf16_peak,
+                      100 * of_f32_grade_peak);
         }
       }
     }

@@ -2,6 +2,7 @@
 #include "benchmarks/decode_bench.h"
 
 #include <algorithm>
+#include <chrono>
 #include <fstream>
 #include <cstdio>
 #include <nlohmann/json.hpp>
@@ -90,8 +91,9 @@ struct StepSamples {
   }
 };
 
+// `paired`: a read of the step's weight bytes after each timed step (nullptr: none).
 Result<DecodeBenchRow> MeasureOne(Engine& engine, const ModelDirectory& model, const DecodeBenchOptions& o,
-                                  Point point) {
+                                  Point point, cpu::PairedRead* paired) {
   const auto [batch, context] = point;
   const int positions = context + o.decode_steps + 1;
   std::vector<SequencePlan> seqs(batch);
@@ -116,6 +118,7 @@ Result<DecodeBenchRow> MeasureOne(Engine& engine, const ModelDirectory& model, c
   for (const StepPlan& plan : prefill) RETURN_IF_ERROR(engine.Step(plan).status());
 
   StepSamples samples;
+  std::vector<double> read_ms, read_over_step;
   for (int step = 1; step <= o.decode_steps; ++step) {
     for (int b = 0; b < batch; ++b) {
       seqs[b].start_position += static_cast<int32_t>(seqs[b].tokens.size());
@@ -124,8 +127,19 @@ Result<DecodeBenchRow> MeasureOne(Engine& engine, const ModelDirectory& model, c
     const int64_t step_id = static_cast<int64_t>(prefill.size()) + step - 1;
     ASSIGN_OR_RETURN(StepResult result, engine.Step(StepPlan{.step_id = step_id, .sequences = seqs}));
     samples.Add(result.trace);
+    if (paired != nullptr) {
+      // The engine's pool spins for well under a millisecond after a step before it sleeps: wait
+      // it out, so the read has the cores to itself (the next step then wakes its threads).
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      read_ms.push_back(paired->Seconds() * 1e3);
+      read_over_step.push_back(read_ms.back() / samples.step_ms.back());
+    }
   }
   DecodeBenchRow row;
+  if (paired != nullptr) {
+    row.paired_read_ms = Median(read_ms);
+    row.fraction_of_paired_read = Median(read_over_step);
+  }
   row.tp = engine.tp();
   row.batch = batch;
   row.context = context;
@@ -209,7 +223,9 @@ nlohmann::json RowJson(const DecodeBenchRow& row) {
           {"comm_share", row.comm_share}, {"allreduce_bytes", row.allreduce_bytes},
           {"allreduce_us", row.allreduce_us}, {"weight_bytes", row.weight_bytes},
           {"ceiling_tokens_per_s", row.ceiling_tokens_per_s},
-          {"fraction_of_ceiling", row.fraction_of_ceiling}, {"op_ms", row.op_ms}};
+          {"fraction_of_ceiling", row.fraction_of_ceiling},
+          {"fraction_of_paired_read", row.fraction_of_paired_read}, {"paired_read_ms", row.paired_read_ms},
+          {"op_ms", row.op_ms}};
 }
 
 nlohmann::json PrefillRowJson(const PrefillBenchRow& row) {
@@ -269,13 +285,18 @@ Result<DecodeBenchReport> RunDecodeBench(const DecodeBenchOptions& o, const Deco
   ASSIGN_OR_RETURN(report.read_gb_per_s, MeasureReadBandwidth(model.config, o, report.threads));
   const std::vector<cpu::LinearKernel> kernels =
       o.device == DeviceKind::kCuda ? std::vector<cpu::LinearKernel>{o.kernels.front()} : o.kernels;
+  std::unique_ptr<cpu::PairedRead> paired;
+  if (o.device == DeviceKind::kCpu && o.paired_read) {
+    paired = std::make_unique<cpu::PairedRead>(static_cast<size_t>(StreamedWeightBytes(model.config)),
+                                               report.threads);
+  }
   for (cpu::LinearKernel kernel : kernels) {
     for (int tp : o.tp) {
       ASSIGN_OR_RETURN(auto engine, CreateBenchEngine(model, o, kernel, tp, report.threads));
       for (int batch : o.batch) {
         for (int context : o.context) {
           const Point point{batch, context};
-          ASSIGN_OR_RETURN(DecodeBenchRow row, MeasureOne(*engine, model, o, point));
+          ASSIGN_OR_RETURN(DecodeBenchRow row, MeasureOne(*engine, model, o, point, paired.get()));
           row.kernel = kernel;
           row.ceiling_tokens_per_s = batch * report.read_gb_per_s * 1e9 / row.weight_bytes;
           row.fraction_of_ceiling = row.tokens_per_s / row.ceiling_tokens_per_s;
@@ -285,11 +306,11 @@ Result<DecodeBenchReport> RunDecodeBench(const DecodeBenchOptions& o, const Deco
             std::vector<double> traced = {row.step_ms}, untraced;
             for (int repeat = 0; repeat < 3; ++repeat) {
               engine->set_trace(false);
-              ASSIGN_OR_RETURN(DecodeBenchRow off, MeasureOne(*engine, model, o, point));
+              ASSIGN_OR_RETURN(DecodeBenchRow off, MeasureOne(*engine, model, o, point, paired.get()));
               engine->set_trace(true);
               untraced.push_back(off.step_ms);
               if (repeat < 2) {
-                ASSIGN_OR_RETURN(DecodeBenchRow on, MeasureOne(*engine, model, o, point));
+                ASSIGN_OR_RETURN(DecodeBenchRow on, MeasureOne(*engine, model, o, point, paired.get()));
                 traced.push_back(on.step_ms);
               }
             }
@@ -334,14 +355,26 @@ std::string FormatDecodeBench(const DecodeBenchReport& r) {
                   100 * r.trace_overhead, r.untraced_step_ms);
     out += line;
   }
-  out += "  kernel tp batch context   tok/s  vs_b1  ceiling  of-ceil  step_ms  compute   comm   host  comm%  AR_bytes  AR_us\n";
+  const bool paired = !r.rows.empty() && r.rows.front().fraction_of_paired_read > 0;
+  if (paired) {
+    out += "of-read: median over steps of (the step's weight bytes read right after it, same threads) / (the "
+           "step)\n";
+  }
+  out += "  kernel tp batch context   tok/s  vs_b1  ceiling  of-ceil";
+  out += paired ? "  of-read" : "";
+  out += "  step_ms  compute   comm   host  comm%  AR_bytes  AR_us\n";
   for (const auto& row : r.rows) {
-    std::snprintf(line, sizeof(line),
-                  "  %6s %2d %5d %7d %7.1f %5.2fx %8.1f %7.0f%% %8.2f %8.2f %6.2f %6.2f %5.1f%% %9.0f %6.1f\n",
+    std::snprintf(line, sizeof(line), "  %6s %2d %5d %7d %7.1f %5.2fx %8.1f %7.0f%%",
                   cpu::LinearKernelName(row.kernel), row.tp, row.batch, row.context, row.tokens_per_s,
-                  row.vs_batch1, row.ceiling_tokens_per_s,
-                  100 * row.fraction_of_ceiling, row.step_ms, row.compute_ms, row.comm_ms,
-                  row.host_ms, 100 * row.comm_share, row.allreduce_bytes, row.allreduce_us);
+                  row.vs_batch1, row.ceiling_tokens_per_s, 100 * row.fraction_of_ceiling);
+    out += line;
+    if (paired) {
+      std::snprintf(line, sizeof(line), " %7.0f%%", 100 * row.fraction_of_paired_read);
+      out += line;
+    }
+    std::snprintf(line, sizeof(line), " %8.2f %8.2f %6.2f %6.2f %5.1f%% %9.0f %6.1f\n", row.step_ms,
+                  row.compute_ms, row.comm_ms, row.host_ms, 100 * row.comm_share, row.allreduce_bytes,
+                  row.allreduce_us);
     out += line;
   }
   if (!r.prefill_rows.empty()) {

@@ -47,6 +47,9 @@ struct DecodeBenchOptions {
   bool jsonl = false;          // also each row as one JSON line on stderr as soon as it is measured
   std::string plot;            // --plot FILE.svg|png
   bool trace_overhead = true;  // also time the first point with per-op tracing off
+  // CPU: after each timed step, a pause (the engine's threads go idle) and one read of the step's
+  // weight bytes with the same threads: the ceiling in the same moment as the step it bounds.
+  bool paired_read = true;
 };
 
 struct DecodeBenchRow {
@@ -65,6 +68,10 @@ struct DecodeBenchRow {
   double weight_bytes = 0;       // read per step, all ranks
   double ceiling_tokens_per_s = 0;  // batch * bandwidth / weight_bytes
   double fraction_of_ceiling = 0;
+  // CPU with paired_read: median over the timed steps of (a read of weight_bytes with the same
+  // threads right after the step) / (the step); the read's median (ms). 0: not measured.
+  double fraction_of_paired_read = 0;
+  double paired_read_ms = 0;
   double vs_batch1 = 0;  // tokens/s over the batch-1 row of the same kernel, tp and context (0: none)
   // Per op (OpName), the slowest rank's time in that op summed over the layers of a step; median
   // over steps (ms). What the planner's terms are compared with.

@@ -56,6 +56,10 @@ void AddBenchDecodeCommand(CLI::App& app, CommandAction* action) {
          },
          "Linear kernels to compare in one run, e.g. amx,avx512 (default: the fastest on this CPU)")
       ->delimiter(',');
+  cmd->add_flag("--paired-read,!--no-paired-read", options->paired_read,
+                "CPU: after each timed step, read its weight bytes with the same threads (the of-read column: "
+                "the ceiling in the same moment); --no-paired-read times the steps back to back")
+      ->capture_default_str();
   cmd->add_flag("--json", options->json, "Print one JSON object (schema: docs/API.md)");
   cmd->add_flag("--jsonl", options->jsonl,
                 "Also print each row on stderr as soon as it is measured: one JSON object per line, the keys "

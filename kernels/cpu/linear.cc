@@ -17,6 +17,7 @@ namespace tpserve::cpu {
 namespace {
 
 using dot::kPrefetchBytes;
+using dot::kPrefetchHint;
 using dot::kTokenTile;
 
 #if defined(__x86_64__)
@@ -25,65 +26,70 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) inline __m512 LoadBf16x16(c
       _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))), 16));
 }
 
-// Dot products of one bf16 weight row with `n` (1..4) activation rows. 16-element block b of
-// the row accumulates into accumulator b % 4 of its token (four independent chains hide the FMA
-// latency and keep four loads in flight); the accumulators are combined as (a0 + a1) + (a2 + a3)
+// Dot products of `rows` consecutive bf16 weight rows with `n` (1..4) activation rows each. 16-element
+// block b of a row accumulates into accumulator b % 4 of its token (four independent chains hide the
+// FMA latency and keep four loads in flight); the accumulators are combined as (a0 + a1) + (a2 + a3)
 // and reduced the same way for every token, so a token's result does not depend on n.
 template <int n>
-__attribute__((target("avx512f,avx512bw,avx512vl"))) void DotRowAvx512(const uint16_t* w,
-                                                                    const float* const* x, int in,
-                                                                    float* out) {
-  __m512 acc[n][4];
-  for (int t = 0; t < n; ++t) {
-    for (int k = 0; k < 4; ++k) acc[t][k] = _mm512_setzero_ps();
-  }
-  int i = 0;
-  for (; i + 64 <= in; i += 64) {
-    // The hardware streamer stops at 4 KiB boundaries: fetch the weights a few KiB ahead (past
-    // this row into the next ones, which are contiguous).
-    _mm_prefetch(reinterpret_cast<const char*>(w + i) + kPrefetchBytes, _MM_HINT_T0);
-    _mm_prefetch(reinterpret_cast<const char*>(w + i) + kPrefetchBytes + 64, _MM_HINT_T0);
-    const __m512 w0 = LoadBf16x16(w + i), w1 = LoadBf16x16(w + i + 16);
-    const __m512 w2 = LoadBf16x16(w + i + 32), w3 = LoadBf16x16(w + i + 48);
+__attribute__((target("avx512f,avx512bw,avx512vl"))) void DotRowsAvx512(const uint16_t* w, size_t rows,
+                                                                     const float* const* x, int in,
+                                                                     float* out, size_t out_stride) {
+  for (size_t r = 0; r < rows; ++r, w += in) {
+    __m512 acc[n][4];
     for (int t = 0; t < n; ++t) {
-      acc[t][0] = _mm512_fmadd_ps(w0, _mm512_loadu_ps(x[t] + i), acc[t][0]);
-      acc[t][1] = _mm512_fmadd_ps(w1, _mm512_loadu_ps(x[t] + i + 16), acc[t][1]);
-      acc[t][2] = _mm512_fmadd_ps(w2, _mm512_loadu_ps(x[t] + i + 32), acc[t][2]);
-      acc[t][3] = _mm512_fmadd_ps(w3, _mm512_loadu_ps(x[t] + i + 48), acc[t][3]);
+      for (int k = 0; k < 4; ++k) acc[t][k] = _mm512_setzero_ps();
     }
-  }
-  for (int k = 0; i < in; i += 16, ++k) {  // tail blocks continue the b % 4 assignment
-    const int remaining = std::min(16, in - i);
-    const __mmask16 mask = static_cast<__mmask16>((1u << remaining) - 1);
-    const __m512 wk = _mm512_castsi512_ps(_mm512_slli_epi32(
-        _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(mask, w + i)), 16));
+    int i = 0;
+    for (; i + 64 <= in; i += 64) {
+      // The hardware streamer stops at 4 KiB boundaries: fetch the weights a few KiB ahead (past
+      // this row into the next ones, which are contiguous).
+      _mm_prefetch(reinterpret_cast<const char*>(w + i) + kPrefetchBytes, kPrefetchHint);
+      _mm_prefetch(reinterpret_cast<const char*>(w + i) + kPrefetchBytes + 64, kPrefetchHint);
+      const __m512 w0 = LoadBf16x16(w + i), w1 = LoadBf16x16(w + i + 16);
+      const __m512 w2 = LoadBf16x16(w + i + 32), w3 = LoadBf16x16(w + i + 48);
+      for (int t = 0; t < n; ++t) {
+        acc[t][0] = _mm512_fmadd_ps(w0, _mm512_loadu_ps(x[t] + i), acc[t][0]);
+        acc[t][1] = _mm512_fmadd_ps(w1, _mm512_loadu_ps(x[t] + i + 16), acc[t][1]);
+        acc[t][2] = _mm512_fmadd_ps(w2, _mm512_loadu_ps(x[t] + i + 32), acc[t][2]);
+        acc[t][3] = _mm512_fmadd_ps(w3, _mm512_loadu_ps(x[t] + i + 48), acc[t][3]);
+      }
+    }
+    for (int k = 0; i < in; i += 16, ++k) {  // tail blocks continue the b % 4 assignment
+      const int remaining = std::min(16, in - i);
+      const __mmask16 mask = static_cast<__mmask16>((1u << remaining) - 1);
+      const __m512 wk = _mm512_castsi512_ps(_mm512_slli_epi32(
+          _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(mask, w + i)), 16));
+      for (int t = 0; t < n; ++t) {
+        acc[t][k] = _mm512_fmadd_ps(wk, _mm512_maskz_loadu_ps(mask, x[t] + i), acc[t][k]);
+      }
+    }
     for (int t = 0; t < n; ++t) {
-      acc[t][k] = _mm512_fmadd_ps(wk, _mm512_maskz_loadu_ps(mask, x[t] + i), acc[t][k]);
+      const __m512 sum = _mm512_add_ps(_mm512_add_ps(acc[t][0], acc[t][1]),
+                                       _mm512_add_ps(acc[t][2], acc[t][3]));
+      out[t * out_stride + r] = _mm512_reduce_add_ps(sum);
     }
-  }
-  for (int t = 0; t < n; ++t) {
-    const __m512 sum = _mm512_add_ps(_mm512_add_ps(acc[t][0], acc[t][1]),
-                                     _mm512_add_ps(acc[t][2], acc[t][3]));
-    out[t] = _mm512_reduce_add_ps(sum);
   }
 }
 #endif
 
 // Portable kernel: 32 lanes of fused multiply-adds, reduced pairwise in a fixed order.
 template <int n>
-void DotRowPortable(const uint16_t* w, const float* const* x, int in, float* out) {
-  for (int t = 0; t < n; ++t) {
-    float lanes[32] = {};
-    for (int i = 0; i < in; ++i) {
-      uint32_t bits = static_cast<uint32_t>(w[i]) << 16;
-      float wf;
-      std::memcpy(&wf, &bits, 4);
-      lanes[i % 32] = std::fma(wf, x[t][i], lanes[i % 32]);
+void DotRowsPortable(const uint16_t* w, size_t rows, const float* const* x, int in, float* out,
+                     size_t out_stride) {
+  for (size_t r = 0; r < rows; ++r, w += in) {
+    for (int t = 0; t < n; ++t) {
+      float lanes[32] = {};
+      for (int i = 0; i < in; ++i) {
+        uint32_t bits = static_cast<uint32_t>(w[i]) << 16;
+        float wf;
+        std::memcpy(&wf, &bits, 4);
+        lanes[i % 32] = std::fma(wf, x[t][i], lanes[i % 32]);
+      }
+      for (int width = 16; width >= 1; width /= 2) {
+        for (int k = 0; k < width; ++k) lanes[k] += lanes[k + width];
+      }
+      out[t * out_stride + r] = lanes[0];
     }
-    for (int width = 16; width >= 1; width /= 2) {
-      for (int k = 0; k < width; ++k) lanes[k] += lanes[k + width];
-    }
-    out[t] = lanes[0];
   }
 }
 
@@ -101,33 +107,33 @@ bool HasAvx512() {
 const DotTable& Table(bool avx512) {
 #if defined(__x86_64__)
   static const DotTable kAvx512 = {
-      {nullptr, DotRowAvx512<1>, DotRowAvx512<2>, DotRowAvx512<3>, DotRowAvx512<4>}};
+      {nullptr, DotRowsAvx512<1>, DotRowsAvx512<2>, DotRowsAvx512<3>, DotRowsAvx512<4>}};
   if (avx512) return kAvx512;
 #endif
   static const DotTable kPortable = {
-      {nullptr, DotRowPortable<1>, DotRowPortable<2>, DotRowPortable<3>, DotRowPortable<4>}};
+      {nullptr, DotRowsPortable<1>, DotRowsPortable<2>, DotRowsPortable<3>, DotRowsPortable<4>}};
   return kPortable;
 }
 
-// Output rows [row_begin, row_end), one weight row at a time: blocks of weight rows stay in cache
-// while every token tile passes over them, so a batch streams the weights from memory once.
+// Output rows [row_begin, row_end) in blocks: a block of weight rows stays in cache while every
+// token tile passes over it, so a batch streams the weights from memory once. One token tile
+// (all of decode's batch-1 and small batches) takes the whole range in one call.
 // `activations`: a.x, or the same rows as the kernel's table takes them (row_stride apart).
 template <typename Act, typename Fn>
 void DotRows(const LinearArgs& a, const Act* activations, size_t row_stride, const dot::Table<Fn>& table,
              size_t row_begin, size_t row_end) {
-  constexpr size_t kRowBlock = 32;
-  for (size_t block = row_begin; block < row_end; block += kRowBlock) {
-    const size_t block_end = std::min(row_end, block + kRowBlock);
+  const size_t row_block = a.tokens <= kTokenTile ? row_end - row_begin : 32;
+  for (size_t block = row_begin; block < row_end; block += row_block) {
+    const size_t rows = std::min(row_end, block + row_block) - block;
     for (int t0 = 0; t0 < a.tokens; t0 += kTokenTile) {
       const int n = std::min(kTokenTile, a.tokens - t0);
       const Act* x[kTokenTile];
       for (int t = 0; t < n; ++t) x[t] = activations + static_cast<size_t>(t0 + t) * row_stride;
-      float dots[kTokenTile];
-      for (size_t o = block; o < block_end; ++o) {
-        table.fn[n](a.w + o * a.in, x, a.in, dots);
-        for (int t = 0; t < n; ++t) {
-          a.y[static_cast<size_t>(t0 + t) * a.out + o] = a.bias ? dots[t] + a.bias[o] : dots[t];
-        }
+      float* y = a.y + static_cast<size_t>(t0) * a.out + block;
+      table.fn[n](a.w + block * a.in, rows, x, a.in, y, static_cast<size_t>(a.out));
+      if (a.bias == nullptr) continue;
+      for (int t = 0; t < n; ++t) {
+        for (size_t r = 0; r < rows; ++r) y[t * static_cast<size_t>(a.out) + r] += a.bias[block + r];
       }
     }
   }

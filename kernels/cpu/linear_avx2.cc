@@ -31,37 +31,41 @@ TPSERVE_TARGET_AVX2 inline float ReduceAdd(__m256 v) {
 }
 
 template <int n>
-TPSERVE_TARGET_AVX2 void DotRowAvx2(const uint16_t* w, const float* const* x, int in, float* out) {
-  __m256 acc[n][4];
-  for (int t = 0; t < n; ++t) {
-    for (int k = 0; k < 4; ++k) acc[t][k] = _mm256_setzero_ps();
-  }
-  int i = 0;
-  for (; i + 32 <= in; i += 32) {
-    _mm_prefetch(reinterpret_cast<const char*>(w + i) + kPrefetchBytes, _MM_HINT_T0);
-    const __m256 w0 = LoadBf16x8(w + i), w1 = LoadBf16x8(w + i + 8);
-    const __m256 w2 = LoadBf16x8(w + i + 16), w3 = LoadBf16x8(w + i + 24);
+TPSERVE_TARGET_AVX2 void DotRowsAvx2(const uint16_t* w, size_t rows, const float* const* x, int in, float* out,
+                                     size_t out_stride) {
+  for (size_t r = 0; r < rows; ++r, w += in) {
+    __m256 acc[n][4];
     for (int t = 0; t < n; ++t) {
-      acc[t][0] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(x[t] + i), acc[t][0]);
-      acc[t][1] = _mm256_fmadd_ps(w1, _mm256_loadu_ps(x[t] + i + 8), acc[t][1]);
-      acc[t][2] = _mm256_fmadd_ps(w2, _mm256_loadu_ps(x[t] + i + 16), acc[t][2]);
-      acc[t][3] = _mm256_fmadd_ps(w3, _mm256_loadu_ps(x[t] + i + 24), acc[t][3]);
+      for (int k = 0; k < 4; ++k) acc[t][k] = _mm256_setzero_ps();
     }
-  }
-  for (int k = 0; i < in; i += 8, ++k) {  // tail blocks (at most 4) continue the b % 4 assignment
-    const int remaining = std::min(8, in - i);
-    alignas(16) uint16_t w_tail[8] = {};
-    alignas(32) int32_t lanes[8];
-    std::copy_n(w + i, remaining, w_tail);
-    for (int l = 0; l < 8; ++l) lanes[l] = l < remaining ? -1 : 0;
-    const __m256i mask = _mm256_load_si256(reinterpret_cast<const __m256i*>(lanes));
-    const __m256 wk = LoadBf16x8(w_tail);
+    int i = 0;
+    for (; i + 32 <= in; i += 32) {
+      _mm_prefetch(reinterpret_cast<const char*>(w + i) + kPrefetchBytes, kPrefetchHint);
+      const __m256 w0 = LoadBf16x8(w + i), w1 = LoadBf16x8(w + i + 8);
+      const __m256 w2 = LoadBf16x8(w + i + 16), w3 = LoadBf16x8(w + i + 24);
+      for (int t = 0; t < n; ++t) {
+        acc[t][0] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(x[t] + i), acc[t][0]);
+        acc[t][1] = _mm256_fmadd_ps(w1, _mm256_loadu_ps(x[t] + i + 8), acc[t][1]);
+        acc[t][2] = _mm256_fmadd_ps(w2, _mm256_loadu_ps(x[t] + i + 16), acc[t][2]);
+        acc[t][3] = _mm256_fmadd_ps(w3, _mm256_loadu_ps(x[t] + i + 24), acc[t][3]);
+      }
+    }
+    for (int k = 0; i < in; i += 8, ++k) {  // tail blocks (at most 4) continue the b % 4 assignment
+      const int remaining = std::min(8, in - i);
+      alignas(16) uint16_t w_tail[8] = {};
+      alignas(32) int32_t lanes[8];
+      std::copy_n(w + i, remaining, w_tail);
+      for (int l = 0; l < 8; ++l) lanes[l] = l < remaining ? -1 : 0;
+      const __m256i mask = _mm256_load_si256(reinterpret_cast<const __m256i*>(lanes));
+      const __m256 wk = LoadBf16x8(w_tail);
+      for (int t = 0; t < n; ++t) {
+        acc[t][k] = _mm256_fmadd_ps(wk, _mm256_maskload_ps(x[t] + i, mask), acc[t][k]);
+      }
+    }
     for (int t = 0; t < n; ++t) {
-      acc[t][k] = _mm256_fmadd_ps(wk, _mm256_maskload_ps(x[t] + i, mask), acc[t][k]);
+      out[t * out_stride + r] =
+          ReduceAdd(_mm256_add_ps(_mm256_add_ps(acc[t][0], acc[t][1]), _mm256_add_ps(acc[t][2], acc[t][3])));
     }
-  }
-  for (int t = 0; t < n; ++t) {
-    out[t] = ReduceAdd(_mm256_add_ps(_mm256_add_ps(acc[t][0], acc[t][1]), _mm256_add_ps(acc[t][2], acc[t][3])));
   }
 }
 
@@ -70,7 +74,7 @@ TPSERVE_TARGET_AVX2 void DotRowAvx2(const uint16_t* w, const float* const* x, in
 bool HasAvx2() { return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"); }
 
 const Table<F32Fn>& Avx2() {
-  static const Table<F32Fn> table = {{nullptr, DotRowAvx2<1>, DotRowAvx2<2>, DotRowAvx2<3>, DotRowAvx2<4>}};
+  static const Table<F32Fn> table = {{nullptr, DotRowsAvx2<1>, DotRowsAvx2<2>, DotRowsAvx2<3>, DotRowsAvx2<4>}};
   return table;
 }
 

@@ -29,37 +29,44 @@ TPSERVE_TARGET_AVX512BF16 inline __m512bh MaskedLoadBf16x32(__mmask32 mask, cons
 
 // x[t]: token t's hi parts [in], then its lo parts [in] (SplitToBf16).
 template <int n>
-TPSERVE_TARGET_AVX512BF16 void DotRowAvx512Bf16(const uint16_t* w, const uint16_t* const* x, int in, float* out) {
-  __m512 acc[n][4];
-  for (int t = 0; t < n; ++t) {
-    for (int k = 0; k < 4; ++k) acc[t][k] = _mm512_setzero_ps();
-  }
-  int i = 0;
-  for (; i + 128 <= in; i += 128) {
-    const char* ahead = reinterpret_cast<const char*>(w + i) + kPrefetchBytes;
-    for (int line = 0; line < 4; ++line) _mm_prefetch(ahead + 64 * line, _MM_HINT_T0);
-    const __m512bh w0 = LoadBf16x32(w + i), w1 = LoadBf16x32(w + i + 32);
-    const __m512bh w2 = LoadBf16x32(w + i + 64), w3 = LoadBf16x32(w + i + 96);
+TPSERVE_TARGET_AVX512BF16 void DotRowsAvx512Bf16(const uint16_t* w, size_t rows, const uint16_t* const* x, int in,
+                                                 float* out, size_t out_stride) {
+  for (size_t r = 0; r < rows; ++r, w += in) {
+    __m512 acc[n][4];
     for (int t = 0; t < n; ++t) {
-      const uint16_t* hi = x[t] + i;
-      const uint16_t* lo = hi + in;
-      acc[t][0] = _mm512_dpbf16_ps(_mm512_dpbf16_ps(acc[t][0], w0, LoadBf16x32(hi)), w0, LoadBf16x32(lo));
-      acc[t][1] = _mm512_dpbf16_ps(_mm512_dpbf16_ps(acc[t][1], w1, LoadBf16x32(hi + 32)), w1, LoadBf16x32(lo + 32));
-      acc[t][2] = _mm512_dpbf16_ps(_mm512_dpbf16_ps(acc[t][2], w2, LoadBf16x32(hi + 64)), w2, LoadBf16x32(lo + 64));
-      acc[t][3] = _mm512_dpbf16_ps(_mm512_dpbf16_ps(acc[t][3], w3, LoadBf16x32(hi + 96)), w3, LoadBf16x32(lo + 96));
+      for (int k = 0; k < 4; ++k) acc[t][k] = _mm512_setzero_ps();
     }
-  }
-  for (int k = 0; i < in; i += 32, ++k) {  // tail blocks (at most 4) continue the b % 4 assignment
-    const int remaining = std::min(32, in - i);
-    const __mmask32 mask = remaining == 32 ? ~__mmask32{0} : static_cast<__mmask32>((1u << remaining) - 1);
-    const __m512bh wk = MaskedLoadBf16x32(mask, w + i);
+    int i = 0;
+    for (; i + 128 <= in; i += 128) {
+      const char* ahead = reinterpret_cast<const char*>(w + i) + kPrefetchBytes;
+      for (int line = 0; line < 4; ++line) _mm_prefetch(ahead + 64 * line, kPrefetchHint);
+      const __m512bh w0 = LoadBf16x32(w + i), w1 = LoadBf16x32(w + i + 32);
+      const __m512bh w2 = LoadBf16x32(w + i + 64), w3 = LoadBf16x32(w + i + 96);
+      for (int t = 0; t < n; ++t) {
+        const uint16_t* hi = x[t] + i;
+        const uint16_t* lo = hi + in;
+        acc[t][0] = _mm512_dpbf16_ps(_mm512_dpbf16_ps(acc[t][0], w0, LoadBf16x32(hi)), w0, LoadBf16x32(lo));
+        acc[t][1] =
+            _mm512_dpbf16_ps(_mm512_dpbf16_ps(acc[t][1], w1, LoadBf16x32(hi + 32)), w1, LoadBf16x32(lo + 32));
+        acc[t][2] =
+            _mm512_dpbf16_ps(_mm512_dpbf16_ps(acc[t][2], w2, LoadBf16x32(hi + 64)), w2, LoadBf16x32(lo + 64));
+        acc[t][3] =
+            _mm512_dpbf16_ps(_mm512_dpbf16_ps(acc[t][3], w3, LoadBf16x32(hi + 96)), w3, LoadBf16x32(lo + 96));
+      }
+    }
+    for (int k = 0; i < in; i += 32, ++k) {  // tail blocks (at most 4) continue the b % 4 assignment
+      const int remaining = std::min(32, in - i);
+      const __mmask32 mask = remaining == 32 ? ~__mmask32{0} : static_cast<__mmask32>((1u << remaining) - 1);
+      const __m512bh wk = MaskedLoadBf16x32(mask, w + i);
+      for (int t = 0; t < n; ++t) {
+        const __m512 with_hi = _mm512_dpbf16_ps(acc[t][k], wk, MaskedLoadBf16x32(mask, x[t] + i));
+        acc[t][k] = _mm512_dpbf16_ps(with_hi, wk, MaskedLoadBf16x32(mask, x[t] + in + i));
+      }
+    }
     for (int t = 0; t < n; ++t) {
-      const __m512 with_hi = _mm512_dpbf16_ps(acc[t][k], wk, MaskedLoadBf16x32(mask, x[t] + i));
-      acc[t][k] = _mm512_dpbf16_ps(with_hi, wk, MaskedLoadBf16x32(mask, x[t] + in + i));
+      out[t * out_stride + r] =
+          _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(acc[t][0], acc[t][1]), _mm512_add_ps(acc[t][2], acc[t][3])));
     }
-  }
-  for (int t = 0; t < n; ++t) {
-    out[t] = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(acc[t][0], acc[t][1]), _mm512_add_ps(acc[t][2], acc[t][3])));
   }
 }
 
@@ -94,7 +101,7 @@ bool HasAvx512Bf16() {
 
 const Table<Bf16Fn>& Avx512Bf16() {
   static const Table<Bf16Fn> table = {
-      {nullptr, DotRowAvx512Bf16<1>, DotRowAvx512Bf16<2>, DotRowAvx512Bf16<3>, DotRowAvx512Bf16<4>}};
+      {nullptr, DotRowsAvx512Bf16<1>, DotRowsAvx512Bf16<2>, DotRowsAvx512Bf16<3>, DotRowsAvx512Bf16<4>}};
   return table;
 }
 

@@ -7,15 +7,28 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "kernels/cpu/x86_intrinsics.h"
+
 namespace tpserve::cpu::dot {
 
 constexpr int kTokenTile = 4;  // tokens that share one pass over a weight row
-// Software prefetch distance for weights (A/B on an AVX-512 machine: ~10% faster decode at 16 KiB).
+// Software prefetch of the weights 16 KiB ahead (on an Intel AVX-512 machine ~10% faster decode
+// than none: the hardware streamer stops at 4 KiB pages), into L2 (T1): on an AMD EPYC (Zen 5) the
+// weights fetched into L1 (T0) ran 5-10 points of the paired read below T1 and no prefetch, as the
+// L1's few miss buffers then wait on DRAM; T1 was as good as none there (docs/PERFORMANCE.md).
 constexpr int kPrefetchBytes = 16384;
+#if defined(__x86_64__)
+constexpr _mm_hint kPrefetchHint = _MM_HINT_T1;
+#endif
 
-// w: one weight row [in] bf16; x: n rows [in] of f32 (or bf16) activations; out: n dots.
-using F32Fn = void (*)(const uint16_t* w, const float* const* x, int in, float* out);
-using Bf16Fn = void (*)(const uint16_t* w, const uint16_t* const* x, int in, float* out);
+// w: `rows` consecutive weight rows [rows, in] bf16; x: n rows [in] of f32 (or bf16) activations;
+// out[t * out_stride + r]: row r's dot with x[t]. A call covers a block of rows, so the row loop
+// runs inside the instruction set's own code (a call per row cost ~15% of the weight-streaming
+// rate at in = 768: benchmarks/bench_linear's of-read, docs/PERFORMANCE.md).
+using F32Fn = void (*)(const uint16_t* w, size_t rows, const float* const* x, int in, float* out,
+                       size_t out_stride);
+using Bf16Fn = void (*)(const uint16_t* w, size_t rows, const uint16_t* const* x, int in, float* out,
+                        size_t out_stride);
 
 template <typename Fn>
 struct Table {

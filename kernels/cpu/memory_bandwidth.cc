@@ -17,36 +17,57 @@
 namespace tpserve::cpu {
 namespace {
 
+std::atomic<uint64_t> g_read_sink{0};  // every checksum lands here, so no read is optimized away
+
+// The bytes folded into a checksum (the loads must happen); integer adds, so no data can hit
+// a floating-point slow path.
 #if defined(__x86_64__)
-__attribute__((target("avx512f"))) float SumAvx512(const float* p, size_t n) {
-  __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+__attribute__((target("avx512f"))) uint64_t ChecksumAvx512(const uint8_t* p, size_t n) {
+  __m512i a0 = _mm512_setzero_si512(), a1 = a0, a2 = a0, a3 = a0;
   size_t i = 0;
-  for (; i + 64 <= n; i += 64) {
-    a0 = _mm512_add_ps(a0, _mm512_loadu_ps(p + i));
-    a1 = _mm512_add_ps(a1, _mm512_loadu_ps(p + i + 16));
-    a2 = _mm512_add_ps(a2, _mm512_loadu_ps(p + i + 32));
-    a3 = _mm512_add_ps(a3, _mm512_loadu_ps(p + i + 48));
+  for (; i + 256 <= n; i += 256) {
+    a0 = _mm512_add_epi64(a0, _mm512_loadu_si512(p + i));
+    a1 = _mm512_add_epi64(a1, _mm512_loadu_si512(p + i + 64));
+    a2 = _mm512_add_epi64(a2, _mm512_loadu_si512(p + i + 128));
+    a3 = _mm512_add_epi64(a3, _mm512_loadu_si512(p + i + 192));
   }
-  float tail = 0;
+  uint64_t tail = 0;
   for (; i < n; ++i) tail += p[i];
-  alignas(64) float lanes[16];
-  _mm512_store_ps(lanes, _mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
-  for (float v : lanes) tail += v;
-  return tail;
+  return tail + _mm512_reduce_add_epi64(_mm512_add_epi64(_mm512_add_epi64(a0, a1), _mm512_add_epi64(a2, a3)));
+}
+
+__attribute__((target("avx2"))) uint64_t ChecksumAvx2(const uint8_t* p, size_t n) {
+  __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0;
+  size_t i = 0;
+  for (; i + 128 <= n; i += 128) {
+    a0 = _mm256_add_epi64(a0, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + i)));
+    a1 = _mm256_add_epi64(a1, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + i + 32)));
+    a2 = _mm256_add_epi64(a2, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + i + 64)));
+    a3 = _mm256_add_epi64(a3, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + i + 96)));
+  }
+  uint64_t tail = 0;
+  for (; i < n; ++i) tail += p[i];
+  alignas(32) uint64_t lanes[4];
+  _mm256_store_si256(reinterpret_cast<__m256i*>(lanes),
+                     _mm256_add_epi64(_mm256_add_epi64(a0, a1), _mm256_add_epi64(a2, a3)));
+  return tail + lanes[0] + lanes[1] + lanes[2] + lanes[3];
 }
 #endif
 
-float Sum(const float* p, size_t n) {
+uint64_t Checksum(const uint8_t* p, size_t n) {
 #if defined(__x86_64__)
-  if (__builtin_cpu_supports("avx512f")) return SumAvx512(p, n);
+  if (__builtin_cpu_supports("avx512f")) return ChecksumAvx512(p, n);
+  if (__builtin_cpu_supports("avx2")) return ChecksumAvx2(p, n);
 #endif
-  float s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+  uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
   size_t i = 0;
-  for (; i + 4 <= n; i += 4) {
-    s0 += p[i];
-    s1 += p[i + 1];
-    s2 += p[i + 2];
-    s3 += p[i + 3];
+  for (; i + 32 <= n; i += 32) {
+    uint64_t words[4];
+    std::memcpy(words, p + i, sizeof(words));
+    s0 += words[0];
+    s1 += words[1];
+    s2 += words[2];
+    s3 += words[3];
   }
   for (; i < n; ++i) s0 += p[i];
   return s0 + s1 + s2 + s3;
@@ -78,18 +99,10 @@ BandwidthResult MeasureMemoryBandwidth(size_t bytes, int repeats, ThreadPool* po
     for (size_t i = b; i < e; ++i) source[i] = static_cast<float>(i & 1023);
     std::memset(destination.data() + b, 0, (e - b) * sizeof(float));
   });
-  std::atomic<float> sink{0};
   std::vector<double> read_s, copy_s;
   for (int r = 0; r < std::max(1, repeats); ++r) {
-    auto start = std::chrono::steady_clock::now();
-    pool->ParallelFor(count, 4096, [&](size_t b, size_t e) {
-      const float s = Sum(source.data() + b, e - b);
-      float old = sink.load();
-      while (!sink.compare_exchange_weak(old, old + s)) {
-      }
-    });
-    read_s.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-    start = std::chrono::steady_clock::now();
+    read_s.push_back(TimeRead(source.data(), count * sizeof(float), pool));
+    const auto start = std::chrono::steady_clock::now();
     pool->ParallelFor(count, 4096, [&](size_t b, size_t e) {
       std::memcpy(destination.data() + b, source.data() + b, (e - b) * sizeof(float));
     });
@@ -99,5 +112,30 @@ BandwidthResult MeasureMemoryBandwidth(size_t bytes, int repeats, ThreadPool* po
   return {gb / *std::min_element(read_s.begin(), read_s.end()),
           gb / *std::min_element(copy_s.begin(), copy_s.end()), count * sizeof(float)};
 }
+
+double TimeRead(const void* data, size_t bytes, ThreadPool* pool) {
+  const auto* p = static_cast<const uint8_t*>(data);
+  std::atomic<uint64_t> sink{0};
+  const auto start = std::chrono::steady_clock::now();
+  // Slices of whole 16 KiB pieces, as Linear hands out rows.
+  pool->ParallelFor(bytes, 16384, [&](size_t b, size_t e) { sink.fetch_add(Checksum(p + b, e - b)); });
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  g_read_sink.fetch_add(sink.load(), std::memory_order_relaxed);
+  return seconds;
+}
+
+PairedRead::PairedRead(size_t bytes, int threads)
+    : bytes_(bytes), data_(HugePageAllocator<uint8_t>().allocate(bytes)), pool_(std::make_unique<ThreadPool>(threads, 0)) {
+  pool_->ParallelFor(bytes, 16384, [&](size_t b, size_t e) {  // first touch on the reading threads
+    for (size_t i = b; i < e; ++i) data_[i] = static_cast<uint8_t>(i * 131);
+  });
+}
+
+PairedRead::~PairedRead() {
+  pool_.reset();
+  HugePageAllocator<uint8_t>().deallocate(data_, bytes_);
+}
+
+double PairedRead::Seconds() { return TimeRead(data_, bytes_, pool_.get()); }
 
 }  // namespace tpserve::cpu

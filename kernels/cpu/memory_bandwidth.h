@@ -4,6 +4,8 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
+#include <memory>
 
 namespace tpserve::cpu {
 
@@ -20,5 +22,29 @@ struct BandwidthResult {
 // Reads a buffer of `bytes` (make it several times the last-level cache) `repeats` times with
 // the pool's threads (each thread its own contiguous slice, as Linear splits weight rows).
 BandwidthResult MeasureMemoryBandwidth(size_t bytes, int repeats, ThreadPool* pool);
+
+// Seconds to read `bytes` at `data` once with the pool's threads, each its own contiguous slice
+// (what a weight-streaming kernel cannot beat on those bytes, fork and join included).
+double TimeRead(const void* data, size_t bytes, ThreadPool* pool);
+
+// A buffer of weight-sized bytes read on demand: the ceiling measured next to each timed call of
+// what it bounds, so that a shared machine's slow moments slow both sides of the ratio (the best
+// of a separate run, as BandwidthResult reports, is taken in whatever moment was quietest).
+class PairedRead {
+ public:
+  // `threads` as the measured code uses; the pool does not spin between reads.
+  PairedRead(size_t bytes, int threads);
+  ~PairedRead();
+  PairedRead(const PairedRead&) = delete;
+  PairedRead& operator=(const PairedRead&) = delete;
+
+  double Seconds();  // one read of the whole buffer
+  size_t bytes() const { return bytes_; }
+
+ private:
+  size_t bytes_;
+  uint8_t* data_;
+  std::unique_ptr<ThreadPool> pool_;
+};
 
 }  // namespace tpserve::cpu

@@ -18,7 +18,7 @@ TOP_KEYS = {"device", "device_name", "model", "read_gb_per_s", "threads", "untra
             "rows", "prefill_rows"}
 ROW_KEYS = {"kernel", "tp", "batch", "context", "step_ms", "tokens_per_s", "vs_batch1", "compute_ms", "comm_ms",
             "host_ms", "comm_share", "allreduce_bytes", "allreduce_us", "weight_bytes", "ceiling_tokens_per_s",
-            "fraction_of_ceiling", "op_ms"}
+            "fraction_of_ceiling", "fraction_of_paired_read", "paired_read_ms", "op_ms"}
 failures = []
 
 
@@ -50,14 +50,18 @@ check([{k: v for k, v in line.items() if k != "device"} for line in lines] == ro
       "--jsonl: each line is the final document's row (batch 1 comes first, so vs_batch1 agrees too)")
 check(all(r.get("tokens_per_s", 0) > 0 for r in rows), "every point decoded")
 check(document.get("prefill_rows") == [], "--json: no prefill rows without --prefill")
+check(all(r.get("paired_read_ms", 0) > 0 and r.get("fraction_of_paired_read", 0) > 0 for r in rows),
+      "CPU: every row has its paired read (on by default)")
 
 PREFILL_KEYS = {"kernel", "tp", "tokens", "step_ms", "tokens_per_s", "compute_ms", "comm_ms", "host_ms", "op_ms"}
 run = subprocess.run([TPSERVE, "bench-decode", "--model", MODEL, "--device", "cpu", "--tp", "1,2", "--batch", "1,2",
                       "--context", "8", "--steps", "2", "--threads", "2", "--prefill", "8,64", "--prefill-repeats", "2",
-                      "--json"], capture_output=True, text=True, timeout=120)
+                      "--no-paired-read", "--json"], capture_output=True, text=True, timeout=120)
 check(run.returncode == 0, f"bench-decode --prefill 8,64 ran ({run.stderr[-400:]!r})")
 document = json.loads(run.stdout) if run.returncode == 0 else {}
 prefill = document.get("prefill_rows", [])
+check(all(r.get("paired_read_ms") == 0 and r.get("fraction_of_paired_read") == 0 for r in document.get("rows", [])),
+      "--no-paired-read: no row has a paired read")
 check([(r.get("tp"), r.get("tokens")) for r in prefill] == [(1, 8), (1, 64), (2, 8), (2, 64)],
       f"--prefill: one row per TP degree and prompt length ({[(r.get('tp'), r.get('tokens')) for r in prefill]})")
 check(all(set(r) == PREFILL_KEYS for r in prefill), "--prefill: every row has the documented keys")
