@@ -17,7 +17,7 @@ namespace tpserve::cpu {
 namespace {
 
 using dot::kPrefetchBytes;
-using dot::kPrefetchHint;
+using dot::PrefetchWeights;
 using dot::kTokenTile;
 
 #if defined(__x86_64__)
@@ -43,8 +43,8 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void DotRowsAvx512(const ui
     for (; i + 64 <= in; i += 64) {
       // The hardware streamer stops at 4 KiB boundaries: fetch the weights a few KiB ahead (past
       // this row into the next ones, which are contiguous).
-      _mm_prefetch(reinterpret_cast<const char*>(w + i) + kPrefetchBytes, kPrefetchHint);
-      _mm_prefetch(reinterpret_cast<const char*>(w + i) + kPrefetchBytes + 64, kPrefetchHint);
+      PrefetchWeights(reinterpret_cast<const char*>(w + i) + kPrefetchBytes);
+      PrefetchWeights(reinterpret_cast<const char*>(w + i) + kPrefetchBytes + 64);
       const __m512 w0 = LoadBf16x16(w + i), w1 = LoadBf16x16(w + i + 16);
       const __m512 w2 = LoadBf16x16(w + i + 32), w3 = LoadBf16x16(w + i + 48);
       for (int t = 0; t < n; ++t) {

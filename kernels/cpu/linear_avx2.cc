@@ -40,7 +40,7 @@ TPSERVE_TARGET_AVX2 void DotRowsAvx2(const uint16_t* w, size_t rows, const float
     }
     int i = 0;
     for (; i + 32 <= in; i += 32) {
-      _mm_prefetch(reinterpret_cast<const char*>(w + i) + kPrefetchBytes, kPrefetchHint);
+      PrefetchWeights(reinterpret_cast<const char*>(w + i) + kPrefetchBytes);
       const __m256 w0 = LoadBf16x8(w + i), w1 = LoadBf16x8(w + i + 8);
       const __m256 w2 = LoadBf16x8(w + i + 16), w3 = LoadBf16x8(w + i + 24);
       for (int t = 0; t < n; ++t) {

@@ -39,7 +39,7 @@ TPSERVE_TARGET_AVX512BF16 void DotRowsAvx512Bf16(const uint16_t* w, size_t rows,
     int i = 0;
     for (; i + 128 <= in; i += 128) {
       const char* ahead = reinterpret_cast<const char*>(w + i) + kPrefetchBytes;
-      for (int line = 0; line < 4; ++line) _mm_prefetch(ahead + 64 * line, kPrefetchHint);
+      for (int line = 0; line < 4; ++line) PrefetchWeights(ahead + 64 * line);
       const __m512bh w0 = LoadBf16x32(w + i), w1 = LoadBf16x32(w + i + 32);
       const __m512bh w2 = LoadBf16x32(w + i + 64), w3 = LoadBf16x32(w + i + 96);
       for (int t = 0; t < n; ++t) {

@@ -18,7 +18,7 @@ constexpr int kTokenTile = 4;  // tokens that share one pass over a weight row
 // L1's few miss buffers then wait on DRAM; T1 was as good as none there (docs/PERFORMANCE.md).
 constexpr int kPrefetchBytes = 16384;
 #if defined(__x86_64__)
-constexpr _mm_hint kPrefetchHint = _MM_HINT_T1;
+inline void PrefetchWeights(const void* p) { _mm_prefetch(static_cast<const char*>(p), _MM_HINT_T1); }
 #endif
 
 // w: `rows` consecutive weight rows [rows, in] bf16; x: n rows [in] of f32 (or bf16) activations;
