@@ -54,7 +54,10 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void DotRowsAvx512(const ui
         acc[t][3] = _mm512_fmadd_ps(w3, _mm512_loadu_ps(x[t] + i + 48), acc[t][3]);
       }
     }
-    for (int k = 0; i < in; i += 16, ++k) {  // tail blocks continue the b % 4 assignment
+    // Tail blocks (at most 4) continue the b % 4 assignment; unrolled, so that k is a constant and
+    // the accumulators stay in registers (indexed at run time they live on the stack).
+#pragma GCC unroll 4
+    for (int k = 0; k < 4 && i < in; ++k, i += 16) {
       const int remaining = std::min(16, in - i);
       const __mmask16 mask = static_cast<__mmask16>((1u << remaining) - 1);
       const __m512 wk = _mm512_castsi512_ps(_mm512_slli_epi32(

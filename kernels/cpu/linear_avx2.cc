@@ -50,7 +50,10 @@ TPSERVE_TARGET_AVX2 void DotRowsAvx2(const uint16_t* w, size_t rows, const float
         acc[t][3] = _mm256_fmadd_ps(w3, _mm256_loadu_ps(x[t] + i + 24), acc[t][3]);
       }
     }
-    for (int k = 0; i < in; i += 8, ++k) {  // tail blocks (at most 4) continue the b % 4 assignment
+    // Tail blocks (at most 4) continue the b % 4 assignment; unrolled, so that k is a constant and
+    // the accumulators stay in registers (indexed at run time they live on the stack).
+#pragma GCC unroll 4
+    for (int k = 0; k < 4 && i < in; ++k, i += 8) {
       const int remaining = std::min(8, in - i);
       alignas(16) uint16_t w_tail[8] = {};
       alignas(32) int32_t lanes[8];
