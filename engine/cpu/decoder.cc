@@ -107,14 +107,21 @@ void Decoder::Attention(const Batch& batch, int layer, const float* q, float* ou
   const int q_width = s.heads * s.head_dim;
   const float scale = 1.0f / std::sqrt(static_cast<float>(s.head_dim));
   const cpu::KvLayerView kv = kv_cache_->Layer(layer);
-  pool_->ParallelFor(batch.ids.size(), 1, [&](size_t begin, size_t end) {
+  // Split by (token, head): decode's one token still gives every thread heads to attend. Tokens
+  // in the order first, last, second, second-to-last, ...: a prompt's later tokens attend to more
+  // positions, and the pool's contiguous pieces then get even shares of the work.
+  const size_t tokens = batch.ids.size();
+  pool_->ParallelFor(tokens * s.heads, 1, [&](size_t begin, size_t end) {
     std::vector<float> scores;
-    for (size_t t = begin; t < end; ++t) {
+    for (size_t unit = begin; unit < end; ++unit) {
+      const size_t order = unit / s.heads;
+      const size_t t = order % 2 == 0 ? order / 2 : tokens - 1 - order / 2;
+      const int head = static_cast<int>(unit % s.heads);
       const SequencePlan& seq = batch.plan->sequences[batch.sequence[t]];
       const int length = batch.positions[t] + 1;  // causal: itself and everything before
       if (scores.size() < static_cast<size_t>(length)) scores.resize(length);
-      cpu::AttendOneToken(q + t * q_width, s.heads, kv, seq.block_table.data(), length, scale,
-                          out + t * q_width, scores.data());
+      cpu::AttendOneHead(q + t * q_width, head, s.heads, kv, seq.block_table.data(), length, scale,
+                         out + t * q_width, scores.data());
     }
   });
 }

@@ -1,6 +1,7 @@
 #include "kernels/cpu/ops.h"
 
 #include <algorithm>
+#include <cstring>
 #include <cmath>
 #include <numbers>
 
@@ -69,40 +70,94 @@ void ApplyRope(float* x, int heads, int head_dim, const float* cos, const float*
   }
 }
 
-void AttendOneToken(const float* q, int heads, const KvLayerView& kv, const int32_t* block_table,
-                    int length, float scale, float* out, float* scores) {
-  const int group = heads / kv.kv_heads;
+namespace {
+
+// q · k over d elements in 16 lanes (four 4-float vectors; element i in lane i % 16), summed
+// pairwise in one fixed order. One running sum would be a chain of d dependent adds per position,
+// and lanes in a plain array were summed through the stack, each level waiting on the last.
+using Float4 = float __attribute__((vector_size(16)));
+
+Float4 LoadFloat4(const float* p) {
+  Float4 v;
+  std::memcpy(&v, p, sizeof(v));
+  return v;
+}
+
+float DotLanes(const float* q, const float* k, int d) {
+  Float4 acc[4] = {};
+  int i = 0;
+  for (; i + 16 <= d; i += 16) {
+    for (int j = 0; j < 4; ++j) acc[j] += LoadFloat4(q + i + 4 * j) * LoadFloat4(k + i + 4 * j);
+  }
+  if (i < d) {  // a head_dim that is not a multiple of 16: the rest in lanes 0, 1, ...
+    float lanes[16];
+    std::memcpy(lanes, acc, sizeof(lanes));
+    for (int j = 0; i < d; ++i, ++j) lanes[j] += q[i] * k[i];
+    std::memcpy(acc, lanes, sizeof(lanes));
+  }
+  const Float4 sum = (acc[0] + acc[2]) + (acc[1] + acc[3]);  // lanes j + 8, then j + 4
+  return (sum[0] + sum[2]) + (sum[1] + sum[3]);
+}
+
+}  // namespace
+
+void AttendOneHead(const float* q, int head, int heads, const KvLayerView& kv, const int32_t* block_table,
+                   int length, float scale, float* out, float* scores) {
   const int d = kv.head_dim;
-  auto row = [&](const float* base, int position, int kv_head) {
+  const int kv_head = head / (heads / kv.kv_heads);
+  auto row = [&](const float* base, int position) {
     const int block = block_table[position / kv.block_size];
     const size_t slot = static_cast<size_t>(block) * kv.block_size + position % kv.block_size;
     return base + (slot * kv.kv_heads + kv_head) * d;
   };
-  for (int h = 0; h < heads; ++h) {
-    const float* qh = q + h * d;
-    const int kv_head = h / group;
-    float max_score = -INFINITY;
-    for (int p = 0; p < length; ++p) {
-      const float* k = row(kv.keys, p, kv_head);
-      float dot = 0;
-      for (int i = 0; i < d; ++i) dot += qh[i] * k[i];
-      scores[p] = dot * scale;
-      max_score = std::max(max_score, scores[p]);
+  // A head's K and V rows are head_dim floats kv_heads apart, which the hardware prefetchers do
+  // not follow far enough: fetch each row a few positions ahead.
+  constexpr int kAhead = 8;
+  auto prefetch_row = [&](const float* base, int position) {
+    if (position >= length) return;
+    const char* bytes = reinterpret_cast<const char*>(row(base, position));
+    for (int offset = 0; offset < d * static_cast<int>(sizeof(float)); offset += 64) {
+      __builtin_prefetch(bytes + offset);
     }
-    double sum = 0;
-    for (int p = 0; p < length; ++p) {
-      scores[p] = std::exp(scores[p] - max_score);
-      sum += scores[p];
-    }
-    const float inv_sum = static_cast<float>(1.0 / sum);
-    float* oh = out + h * d;
-    std::fill(oh, oh + d, 0.0f);
-    for (int p = 0; p < length; ++p) {
-      const float* v = row(kv.values, p, kv_head);
-      const float weight = scores[p] * inv_sum;
-      for (int i = 0; i < d; ++i) oh[i] += weight * v[i];
-    }
+  };
+  const float* qh = q + head * d;
+  float max_score = -INFINITY;
+  for (int p = 0; p < length; ++p) {
+    prefetch_row(kv.keys, p + kAhead);
+    scores[p] = DotLanes(qh, row(kv.keys, p), d) * scale;
+    max_score = std::max(max_score, scores[p]);
   }
+  double sum = 0;
+  for (int p = 0; p < length; ++p) {
+    scores[p] = std::exp(scores[p] - max_score);
+    sum += scores[p];
+  }
+  const float inv_sum = static_cast<float>(1.0 / sum);
+  for (int p = 0; p < length; ++p) scores[p] *= inv_sum;  // the softmax weights
+  // out = Σ_p weight_p · v_p, 16 output elements at a time over every position: the 16 sums stay in
+  // registers (the whole head_dim row in memory made each position wait on the last one's stores).
+  float* oh = out + head * d;
+  for (int i0 = 0; i0 < d; i0 += 16) {
+    float acc[16] = {};
+    if (i0 + 16 <= d) {
+      for (int p = 0; p < length; ++p) {
+        if (i0 == 0) prefetch_row(kv.values, p + kAhead);  // later passes find the rows in cache
+        const float* v = row(kv.values, p) + i0;
+        for (int j = 0; j < 16; ++j) acc[j] += scores[p] * v[j];
+      }
+    } else {
+      for (int p = 0; p < length; ++p) {
+        const float* v = row(kv.values, p) + i0;
+        for (int j = 0; j < d - i0; ++j) acc[j] += scores[p] * v[j];
+      }
+    }
+    std::copy_n(acc, std::min(16, d - i0), oh + i0);
+  }
+}
+
+void AttendOneToken(const float* q, int heads, const KvLayerView& kv, const int32_t* block_table,
+                    int length, float scale, float* out, float* scores) {
+  for (int h = 0; h < heads; ++h) AttendOneHead(q, h, heads, kv, block_table, length, scale, out, scores);
 }
 
 }  // namespace tpserve::cpu

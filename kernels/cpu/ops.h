@@ -54,4 +54,9 @@ struct KvLayerView {
 void AttendOneToken(const float* q, int heads, const KvLayerView& kv, const int32_t* block_table,
                     int length, float scale, float* out, float* scores);
 
+// AttendOneToken's query head `head` alone (of `heads`): writes out[head * head_dim, + head_dim).
+// The unit a rank's threads split decode attention into (one token has a head per thread to give).
+void AttendOneHead(const float* q, int head, int heads, const KvLayerView& kv, const int32_t* block_table,
+                   int length, float scale, float* out, float* scores);
+
 }  // namespace tpserve::cpu

@@ -62,38 +62,48 @@ TEST(Attention, GqaHeadsReadTheirGroupsKvHead) {
   EXPECT_EQ(out[6], 20); EXPECT_EQ(out[7], 21);
 }
 
+// Against a float64 softmax over the same paged blocks: head_dim below 16, a multiple of 16 (the
+// lanes' main loop) and 16k + 8 (main loop and tail), GQA groups of 3, a shuffled block table.
 TEST(Attention, MatchesNaiveSoftmaxOverPagedBlocks) {
-  const int heads = 2, kv_heads = 1, d = 8, block_size = 3, length = 7;
-  std::mt19937 random(3);
-  std::normal_distribution<float> normal;
-  // Blocks 2, 0, 1 in that order hold positions 0-2, 3-5, 6.
-  const int32_t block_table[3] = {2, 0, 1};
-  std::vector<float> keys(3 * block_size * kv_heads * d), values(keys.size());
-  for (auto& v : keys) v = normal(random);
-  for (auto& v : values) v = normal(random);
-  std::vector<float> q(heads * d);
-  for (auto& v : q) v = normal(random);
-  std::vector<float> out(heads * d), scores(length);
-  const float scale = 0.3f;
-  AttendOneToken(q.data(), heads, {keys.data(), values.data(), block_size, kv_heads, d}, block_table,
-                 length, scale, out.data(), scores.data());
-  for (int h = 0; h < heads; ++h) {
-    std::vector<double> s(length);
-    double max_s = -1e300, z = 0;
-    for (int p = 0; p < length; ++p) {
-      const float* k = &keys[(block_table[p / block_size] * block_size + p % block_size) * d];
-      double dot = 0;
-      for (int i = 0; i < d; ++i) dot += static_cast<double>(q[h * d + i]) * k[i];
-      s[p] = dot * scale;
-      max_s = std::max(max_s, s[p]);
-    }
-    for (double& v : s) z += (v = std::exp(v - max_s));
-    for (int i = 0; i < d; ++i) {
-      double expected = 0;
+  struct Case {
+    int d, length;
+  };
+  for (const Case c : {Case{8, 7}, Case{64, 200}, Case{72, 33}}) {
+    const int heads = 6, kv_heads = 2, d = c.d, block_size = 3, length = c.length;
+    const int blocks = (length + block_size - 1) / block_size;
+    std::mt19937 random(3);
+    std::normal_distribution<float> normal;
+    std::vector<int32_t> block_table(blocks);
+    for (int b = 0; b < blocks; ++b) block_table[b] = (b * 5 + 2) % blocks;  // 5 and blocks coprime
+    std::vector<float> keys(static_cast<size_t>(blocks) * block_size * kv_heads * d), values(keys.size());
+    for (auto& v : keys) v = normal(random);
+    for (auto& v : values) v = normal(random);
+    std::vector<float> q(heads * d);
+    for (auto& v : q) v = normal(random);
+    std::vector<float> out(heads * d), scores(length);
+    const float scale = 0.3f;
+    AttendOneToken(q.data(), heads, {keys.data(), values.data(), block_size, kv_heads, d}, block_table.data(),
+                   length, scale, out.data(), scores.data());
+    auto at = [&](const std::vector<float>& cache, int p, int kv_head) {
+      return &cache[((static_cast<size_t>(block_table[p / block_size]) * block_size + p % block_size) * kv_heads +
+                     kv_head) * d];
+    };
+    for (int h = 0; h < heads; ++h) {
+      const int kv_head = h / (heads / kv_heads);
+      std::vector<double> s(length);
+      double max_s = -1e300, z = 0;
       for (int p = 0; p < length; ++p) {
-        expected += s[p] / z * values[(block_table[p / block_size] * block_size + p % block_size) * d + i];
+        double dot = 0;
+        for (int i = 0; i < d; ++i) dot += static_cast<double>(q[h * d + i]) * at(keys, p, kv_head)[i];
+        s[p] = dot * scale;
+        max_s = std::max(max_s, s[p]);
       }
-      EXPECT_NEAR(out[h * d + i], expected, 1e-5) << h << "," << i;
+      for (double& v : s) z += (v = std::exp(v - max_s));
+      for (int i = 0; i < d; ++i) {
+        double expected = 0;
+        for (int p = 0; p < length; ++p) expected += s[p] / z * at(values, p, kv_head)[i];
+        ASSERT_NEAR(out[h * d + i], expected, 1e-5) << "d " << d << " length " << length << " head " << h << " " << i;
+      }
     }
   }
 }
