@@ -86,15 +86,18 @@ for build in ("native", "avx2"):
     path = out / f"llama_bench_{build}.json"
     if path.exists():
         llama[build] = json.loads(path.read_text())[0]["avg_ts"]
-print("\n== decode, default model, TP=1 (tokens/s; ceiling = weight bytes / DRAM read, this run)")
-print(f"{'kernel':>10} {'batch 1':>9} {'of ceiling':>10} {'batch 8':>9} {'x batch 1':>9}  {'llama.cpp tg128':>16} {'ratio':>6}")
+print("\n== decode, default model, TP=1 (tokens/s; ceiling = weight bytes / DRAM read, this run; of read = "
+      "median over steps of the step's weight bytes read right after it / the step)")
+print(f"{'kernel':>10} {'batch 1':>9} {'of ceiling':>10} {'of read':>8} {'batch 8':>9} {'x batch 1':>9}  "
+      f"{'llama.cpp tg128':>16} {'ratio':>6}")
 for k in kernels:
     one = next(r for r in rows if r["kernel"] == k and r["batch"] == 1)
     eight = next(r for r in rows if r["kernel"] == k and r["batch"] == 8)
     peer = llama.get("avx2" if k == "avx2" else "native")
     ratio = f"{one['tokens_per_s'] / peer:.2f}x" if peer else "-"
     peer_text = f"{peer:.1f} ({'avx2' if k == 'avx2' else 'native'})" if peer else "-"
-    print(f"{k:>10} {one['tokens_per_s']:>9.1f} {100 * one['fraction_of_ceiling']:>9.0f}% {eight['tokens_per_s']:>9.1f} "
+    print(f"{k:>10} {one['tokens_per_s']:>9.1f} {100 * one['fraction_of_ceiling']:>9.0f}% "
+          f"{100 * one['fraction_of_paired_read']:>7.0f}% {eight['tokens_per_s']:>9.1f} "
           f"{eight['vs_batch1']:>8.2f}x  {peer_text:>16} {ratio:>6}")
 # Batch 8 is compute-bound: each token costs 2 FLOPs per weight, so the compute ceilings measured by
 # bench_linear cap its tokens/s (the Linears alone; attention and the rest come on top).
