@@ -5,6 +5,7 @@
 #include <cstring>
 #include <type_traits>
 
+#include "common/cache_line_allocator.h"
 #include "kernels/cpu/linear.h"
 
 namespace tpserve {
@@ -154,12 +155,15 @@ Status Decoder::Forward(const StepPlan& plan, std::vector<float>* logits, RankTr
   const int T = static_cast<int>(batch.ids.size());
   const int64_t hidden_bytes = static_cast<int64_t>(T) * h * sizeof(float);
 
-  std::vector<float> x(T * h), normed(T * h), proj(T * h);      // [T, hidden]
-  std::vector<float> q(T * q_width), attn(T * q_width);           // [T, heads_local * head_dim]
-  std::vector<float> k(T * kv_width), v(T * kv_width);            // [T, kv_local * head_dim]
-  std::vector<float> qkv(T * (q_width + 2 * kv_width));          // [T, q + k + v widths]
-  std::vector<float> gate_up(T * 2 * s.ffn);                      // [T, 2 * ffn_local]
-  std::vector<float> act(T * s.ffn);                              // [T, ffn_local]
+  // On whole cache lines: the Linears read their activations in 512-bit loads (cpu::Linear copies
+  // a misaligned input first).
+  using Activations = std::vector<float, CacheLineAllocator<float>>;
+  Activations x(T * h), normed(T * h), proj(T * h);      // [T, hidden]
+  Activations q(T * q_width), attn(T * q_width);           // [T, heads_local * head_dim]
+  Activations k(T * kv_width), v(T * kv_width);            // [T, kv_local * head_dim]
+  Activations qkv(T * (q_width + 2 * kv_width));          // [T, q + k + v widths]
+  Activations gate_up(T * 2 * s.ffn);                      // [T, 2 * ffn_local]
+  Activations act(T * s.ffn);                              // [T, ffn_local]
   const int half = s.head_dim / 2;
   std::vector<float> cos(T * half), sin(T * half);                // [T, head_dim / 2]
   for (int t = 0; t < T; ++t) {
@@ -248,7 +252,7 @@ Status Decoder::Forward(const StepPlan& plan, std::vector<float>* logits, RankTr
 
   // LM head over the rows whose logits are wanted; vocab-parallel, then gathered.
   const int rows = static_cast<int>(batch.logit_rows.size());
-  std::vector<float> last(rows * h);  // [rows, hidden]
+  Activations last(rows * h);  // [rows, hidden]
   // The logits buffers persist across steps (megabytes at batch 32: fresh ones cost page faults).
   // At TP=1 the LM head writes straight into the output.
   std::vector<float>& local = s.tp == 1 ? *logits : local_logits_;  // [rows, vocab_local]

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <random>
 
+#include "common/cache_line_allocator.h"
 #include "common/dtype.h"
 #include "kernels/cpu/linear.h"
 #include "kernels/cpu/ops.h"
@@ -146,6 +147,16 @@ TEST_P(LinearTest, MatchesFloat64AndIsBatchInvariant) {
     std::vector<float> alone(out);
     Linear({&x[t * in], arranged.data(), bias.data(), alone.data(), 1, in, out, layout}, nullptr, kernel);
     ASSERT_EQ(0, std::memcmp(alone.data(), &y[t * out], out * sizeof(float))) << "token " << t;
+  }
+  // The input on a cache line's start and 4 floats past one (Linear reads misaligned activations
+  // from an aligned copy): bitwise the same.
+  std::vector<float, CacheLineAllocator<float>> placed(x.size() + 16);
+  for (int offset : {0, 4}) {
+    std::copy(x.begin(), x.end(), placed.begin() + offset);
+    std::vector<float> again(y.size());
+    Linear({placed.data() + offset, arranged.data(), bias.data(), again.data(), tokens, in, out, layout}, &pool,
+           kernel);
+    ASSERT_EQ(0, std::memcmp(again.data(), y.data(), y.size() * sizeof(float))) << "offset " << offset;
   }
   if (kernel == LinearKernel::kAmx) {
     // Without the tile layout the AMX kernel takes the AVX-512 path: bitwise that kernel's result.
