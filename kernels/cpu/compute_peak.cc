@@ -26,12 +26,15 @@ constexpr long kIterations = 1'000'000;
 __attribute__((target("avx512f,avx512bw,avx512bf16"))) float Bf16Loop(long iterations) {
   __m512 acc[kChains512];
   for (int c = 0; c < kChains512; ++c) acc[c] = _mm512_set1_ps(static_cast<float>(c));
-  __m512bh a = reinterpret_cast<__m512bh>(_mm512_set1_epi16(0x3f80));  // 1.0
-  __m512bh b = reinterpret_cast<__m512bh>(_mm512_set1_epi16(0x3c00));  // 2^-7
+  __m512i a_bits = _mm512_set1_epi16(0x3f80);  // 1.0
+  __m512i b_bits = _mm512_set1_epi16(0x3c00);  // 2^-7
   for (long i = 0; i < iterations; ++i) {
+    const __m512bh a = reinterpret_cast<__m512bh>(a_bits), b = reinterpret_cast<__m512bh>(b_bits);
 #pragma GCC unroll 16
     for (int c = 0; c < kChains512; ++c) acc[c] = _mm512_dpbf16_ps(acc[c], a, b);
-    __asm__ volatile("" : "+v"(a), "+v"(b));  // operands the compiler cannot see through
+    // Operands the compiler cannot see through (as integer vectors: clang finds no register class
+    // for a bf16 vector in an asm operand).
+    __asm__ volatile("" : "+v"(a_bits), "+v"(b_bits));
   }
   __m512 sum = acc[0];
   for (int c = 1; c < kChains512; ++c) sum = _mm512_add_ps(sum, acc[c]);
