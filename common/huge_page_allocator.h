@@ -45,4 +45,24 @@ struct HugePageAllocator {
   bool operator==(const HugePageAllocator<U>&) const { return true; }
 };
 
+// `count` elements from HugePageAllocator, left uninitialized: the owner's first touch writes every
+// one (a std::vector would zero them first, another pass over gigabytes).
+template <typename T>
+class HugePageBuffer {
+ public:
+  explicit HugePageBuffer(size_t count) : count_(count), data_(HugePageAllocator<T>().allocate(count)) {}
+  ~HugePageBuffer() { HugePageAllocator<T>().deallocate(data_, count_); }
+  HugePageBuffer(const HugePageBuffer&) = delete;
+  HugePageBuffer& operator=(const HugePageBuffer&) = delete;
+
+  T* data() { return data_; }
+  const T* data() const { return data_; }
+  T& operator[](size_t i) { return data_[i]; }
+  size_t size() const { return count_; }
+
+ private:
+  size_t count_;
+  T* data_;
+};
+
 }  // namespace tpserve

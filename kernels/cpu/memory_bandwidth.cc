@@ -73,27 +73,11 @@ uint64_t Checksum(const uint8_t* p, size_t n) {
   return s0 + s1 + s2 + s3;
 }
 
-// `count` floats of the kind of pages the weights live in, left uninitialized: the caller's first
-// touch writes every one (a std::vector would zero them first, another pass over 2 GB).
-class HugePageFloats {
- public:
-  explicit HugePageFloats(size_t count) : count_(count), data_(HugePageAllocator<float>().allocate(count)) {}
-  ~HugePageFloats() { HugePageAllocator<float>().deallocate(data_, count_); }
-  HugePageFloats(const HugePageFloats&) = delete;
-  HugePageFloats& operator=(const HugePageFloats&) = delete;
-  float* data() { return data_; }
-  float& operator[](size_t i) { return data_[i]; }
-
- private:
-  size_t count_;
-  float* data_;
-};
-
 }  // namespace
 
 BandwidthResult MeasureMemoryBandwidth(size_t bytes, int repeats, ThreadPool* pool) {
   const size_t count = bytes / sizeof(float);
-  HugePageFloats source(count), destination(count);
+  HugePageBuffer<float> source(count), destination(count);
   // Touch every page first (and give the pages distinct contents).
   pool->ParallelFor(count, 4096, [&](size_t b, size_t e) {
     for (size_t i = b; i < e; ++i) source[i] = static_cast<float>(i & 1023);
@@ -115,27 +99,23 @@ BandwidthResult MeasureMemoryBandwidth(size_t bytes, int repeats, ThreadPool* po
 
 double TimeRead(const void* data, size_t bytes, ThreadPool* pool) {
   const auto* p = static_cast<const uint8_t*>(data);
-  std::atomic<uint64_t> sink{0};
   const auto start = std::chrono::steady_clock::now();
   // Slices of whole 16 KiB pieces, as Linear hands out rows.
-  pool->ParallelFor(bytes, 16384, [&](size_t b, size_t e) { sink.fetch_add(Checksum(p + b, e - b)); });
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  g_read_sink.fetch_add(sink.load(), std::memory_order_relaxed);
-  return seconds;
+  pool->ParallelFor(bytes, 16384, [&](size_t b, size_t e) {
+    g_read_sink.fetch_add(Checksum(p + b, e - b), std::memory_order_relaxed);
+  });
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
 PairedRead::PairedRead(size_t bytes, int threads)
-    : bytes_(bytes), data_(HugePageAllocator<uint8_t>().allocate(bytes)), pool_(std::make_unique<ThreadPool>(threads, 0)) {
+    : buffer_(bytes), pool_(std::make_unique<ThreadPool>(threads, 0)) {
   pool_->ParallelFor(bytes, 16384, [&](size_t b, size_t e) {  // first touch on the reading threads
-    for (size_t i = b; i < e; ++i) data_[i] = static_cast<uint8_t>(i * 131);
+    for (size_t i = b; i < e; ++i) buffer_[i] = static_cast<uint8_t>(i * 131);
   });
 }
 
-PairedRead::~PairedRead() {
-  pool_.reset();
-  HugePageAllocator<uint8_t>().deallocate(data_, bytes_);
-}
+PairedRead::~PairedRead() = default;
 
-double PairedRead::Seconds() { return TimeRead(data_, bytes_, pool_.get()); }
+double PairedRead::Seconds() { return TimeRead(buffer_.data(), buffer_.size(), pool_.get()); }
 
 }  // namespace tpserve::cpu

@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <memory>
 
+#include "common/huge_page_allocator.h"
+
 namespace tpserve::cpu {
 
 class ThreadPool;
@@ -39,11 +41,9 @@ class PairedRead {
   PairedRead& operator=(const PairedRead&) = delete;
 
   double Seconds();  // one read of the whole buffer
-  size_t bytes() const { return bytes_; }
 
  private:
-  size_t bytes_;
-  uint8_t* data_;
+  HugePageBuffer<uint8_t> buffer_;
   std::unique_ptr<ThreadPool> pool_;
 };
 
