@@ -15,7 +15,6 @@
 extern char** environ;
 
 namespace tpserve {
-namespace {}  // namespace
 
 Result<ChildOutput> RunChild(const std::vector<std::string>& argv,
                              const std::vector<std::pair<std::string, std::string>>& environment,

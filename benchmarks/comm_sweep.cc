@@ -153,8 +153,7 @@ std::string HardwareHeader(const planner::HardwareProfile& p, int ranks) {
   } else {
     std::snprintf(line, sizeof(line),
                   "# hardware %s: link peak %.1f GB/s per GPU, one direction (fabric.intra_node: "
-                  "%d links x %.1f GB/s, "
-                  "NCCL's per-link figure); planner: NCCL %s's tuning model\n",
+                  "%d links x %.1f GB/s, NCCL's per-link figure); planner: NCCL %s's tuning model\n",
                   p.name.c_str(), peak, p.intra_node.links, p.intra_node.link_gb_s,
                   planner::kNcclTuningVersion);
   }
@@ -279,8 +278,8 @@ Result<CommSweepReport> RunCommSweep(const CommBenchOptions& o, const std::strin
           lines.push_back(std::move(choice));
       }
     }
-    run.tuning =
-        CountChoices(lines);  // one entry per distinct choice: a run prints one line per call
+    // One entry per distinct choice: a run prints one line per call.
+    run.tuning = CountChoices(lines);
   }
   std::error_code ignored;
   fs::remove_all(dir, ignored);
@@ -393,8 +392,7 @@ std::string FormatCommSweep(const CommSweepReport& r, const planner::HardwarePro
   out += line;
   out +=
       "# runs: auto = NCCL's own choice (NCCL_ALGO and NCCL_PROTO unset); A/P = NCCL_ALGO=A "
-      "NCCL_PROTO=P, each in a "
-      "process of its own";
+      "NCCL_PROTO=P, each in a process of its own";
   out += std::any_of(r.runs.begin(), r.runs.end(),
                      [](const CommSweepRun& run) { return run.registered; })
              ? "; auto+sym = auto on buffers registered as symmetric windows (--register)\n"
@@ -402,8 +400,7 @@ std::string FormatCommSweep(const CommSweepReport& r, const planner::HardwarePro
   if (r.backend == "local") {
     out +=
         "# local backend: NCCL_ALGO and NCCL_PROTO change nothing here; every run times the same "
-        "in-process "
-        "collective (a check of the sweep itself)\n";
+        "in-process collective (a check of the sweep itself)\n";
   }
   if (hardware != nullptr) out += HardwareHeader(*hardware, r.ranks);
   out += "#\n#       size";
