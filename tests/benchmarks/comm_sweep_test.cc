@@ -302,11 +302,11 @@ int UnusedPort() {
 // the same as a two-combination sweep, whose combinations meet anew on the same port.
 TEST(CommSweep, OneProcessPerRankAcrossProcesses) {
   const std::string rendezvous = "127.0.0.1:" + std::to_string(UnusedPort());
-  const std::vector<std::string> common = {
-      "bench-comm", "--ranks",  "2", "-b",           "8",        "-e",
-      "4096",       "-f",       "8", "-n",           "3",        "-w",
-      "1",          "--nnodes", "2", "--rendezvous", rendezvous, "--group-timeout-ms",
-      "20000"};
+  // clang-format off
+  const std::vector<std::string> common = {"bench-comm", "--ranks", "2", "-b", "8", "-e", "4096", "-f", "8",
+                                           "-n", "3", "-w", "1", "--nnodes", "2", "--rendezvous", rendezvous,
+                                           "--group-timeout-ms", "20000"};
+  // clang-format on
   auto run_pair = [&](const std::vector<std::string>& extra) {
     auto member = [&](int index) {
       std::vector<std::string> argv = {testing::TpserveBinary()};
