@@ -346,7 +346,11 @@ try {
         chunks++;
       }
       const last = performance.now() - t0;
-      assert.ok(chunks > 100, `${name}: ${chunks} chunks`);
+      // 300 tokens, but not necessarily 300 chunks: when the client reads slower than the engine
+      // writes (a loaded CI machine), the connection sends everything new at once (http_generation.h),
+      // so a stream that works can arrive in fewer, larger chunks. A stream held back until the end
+      // would arrive in one or two.
+      assert.ok(chunks >= 10, `${name}: only ${chunks} chunks for 300 tokens`);
       assert.ok(first < last / 2,
                 `${name}: the first event arrived after ${first.toFixed(0)} ms of ${last.toFixed(0)} ms: the ` +
                 `stream was held back (Content-Encoding: ${response.headers.get('content-encoding') ?? 'none'})`);
