@@ -121,6 +121,15 @@ const DotTable& Table(bool avx512) {
   return kPortable;
 }
 
+// y[t, r] += bias[r] for every token and rows [row_begin, row_end).
+void AddBias(const LinearArgs& a, size_t row_begin, size_t row_end) {
+  if (a.bias == nullptr) return;
+  for (int t = 0; t < a.tokens; ++t) {
+    float* y = a.y + static_cast<size_t>(t) * a.out;
+    for (size_t r = row_begin; r < row_end; ++r) y[r] += a.bias[r];
+  }
+}
+
 // Output rows [row_begin, row_end) in blocks: a block of weight rows stays in cache while every
 // token tile passes over it, so a batch streams the weights from memory once. One token tile
 // (decode's batch 1 to 4) takes the table's rows_per_call at a time.
@@ -137,11 +146,8 @@ void DotRows(const LinearArgs& a, const Act* activations, size_t row_stride, con
       for (int t = 0; t < n; ++t) x[t] = activations + static_cast<size_t>(t0 + t) * row_stride;
       float* y = a.y + static_cast<size_t>(t0) * a.out + block;
       table.fn[n](a.w + block * a.in, rows, x, a.in, y, static_cast<size_t>(a.out));
-      if (a.bias == nullptr) continue;
-      for (int t = 0; t < n; ++t) {
-        for (size_t r = 0; r < rows; ++r) y[t * static_cast<size_t>(a.out) + r] += a.bias[block + r];
-      }
     }
+    AddBias(a, block, block + rows);
   }
 }
 
@@ -236,8 +242,8 @@ LinearKernel BestLinearKernel() {
 }
 
 WeightLayout PreferredLayout(LinearKernel kernel, int in) {
-  return kernel == LinearKernel::kAmx && in % amx::kChunk == 0 ? WeightLayout::kAmxTiles
-                                                                : WeightLayout::kRowMajor;
+  const bool tiles = kernel == LinearKernel::kAmx || kernel == LinearKernel::kAvx512Bf16;
+  return tiles && in % amx::kChunk == 0 ? WeightLayout::kAmxTiles : WeightLayout::kRowMajor;
 }
 
 // Element (o, i) of a full 16-row block in the kAmxTiles layout: tile i / 32, input pair (i % 32) / 2
@@ -275,8 +281,8 @@ void ReadWeightRow(const uint16_t* w, int out, int in, WeightLayout layout, int 
 }
 
 void Linear(const LinearArgs& a, ThreadPool* pool, LinearKernel kernel) {
-  if (a.layout == WeightLayout::kAmxTiles && kernel != LinearKernel::kAmx) {
-    std::fprintf(stderr, "tpserve: Linear: weights arranged in AMX tiles need the amx kernel, not %s\n",
+  if (a.layout == WeightLayout::kAmxTiles && kernel != LinearKernel::kAmx && kernel != LinearKernel::kAvx512Bf16) {
+    std::fprintf(stderr, "tpserve: Linear: weights arranged in tiles need the amx or avx512bf16 kernel, not %s\n",
                  LinearKernelName(kernel));
     std::abort();
   }
@@ -287,11 +293,22 @@ void Linear(const LinearArgs& a, ThreadPool* pool, LinearKernel kernel) {
   if (kernel == LinearKernel::kAvx512Bf16) {
     // The activations split into bf16 pairs once, in the caller's scratch (read by every pool member).
     thread_local std::vector<uint16_t, CacheLineAllocator<uint16_t>> scratch;
-    scratch.resize(static_cast<size_t>(a.tokens) * 2 * a.in);
+    scratch.resize(static_cast<size_t>(a.tokens) * 2 * dot::SplitHalf(a.in));
     dot::SplitToBf16(a.x, a.tokens, a.in, scratch.data());
     const uint16_t* split = scratch.data();
+    const size_t split_stride = 2 * dot::SplitHalf(a.in);
+    // Tile-layout weights: whole 16-row blocks through the tile path, the rows past the last one
+    // (row-major) through the row kernel. Ranges start on multiples of 16 (ForEachRowRange).
+    const size_t full_rows =
+        a.layout == WeightLayout::kAmxTiles ? static_cast<size_t>(a.out) / dot::kBlockRows * dot::kBlockRows : 0;
     ForEachRowRange(a, pool, [&](size_t begin, size_t end) {
-      DotRows(a, split, 2 * static_cast<size_t>(a.in), dot::Avx512Bf16(), begin, end);
+      const size_t tiled_end = std::min(end, full_rows);
+      if (begin < tiled_end) {
+        dot::TileRowsAvx512Bf16(a.w, a.in, split, split_stride, a.tokens, begin, tiled_end, a.y,
+                                static_cast<size_t>(a.out));
+        AddBias(a, begin, tiled_end);
+      }
+      if (std::max(begin, full_rows) < end) DotRows(a, split, split_stride, dot::Avx512Bf16(), std::max(begin, full_rows), end);
     });
     return;
   }

@@ -21,7 +21,8 @@ class ThreadPool;
 // How a weight matrix [out, in] is laid out in memory. kAmxTiles (only where in % 32 == 0) stores
 // each full block of 16 rows (outputs) as in / 32 consecutive 1 KiB AMX B tiles, one per chunk of 32
 // inputs: 16 input pairs × 16 outputs × 2, i.e. tile[p][o][e] = W[o][32 chunk + 2p + e]. The AMX
-// kernel then streams the weights in memory order; rows past the last full block stay row-major.
+// and AVX-512 BF16 kernels then stream the weights in memory order (for the latter one 64-byte line
+// is one input pair of 16 outputs); rows past the last full block stay row-major.
 enum class WeightLayout { kRowMajor, kAmxTiles };
 
 struct LinearArgs {
@@ -60,7 +61,8 @@ Result<LinearKernel> ParseLinearKernel(std::string_view name);
 bool LinearKernelAvailable(LinearKernel kernel);
 LinearKernel BestLinearKernel();  // the fastest available on this CPU
 
-// kAmxTiles weights need the kAmx kernel; kAmx on row-major weights runs the AVX-512 path.
+// kAmxTiles weights need the kAmx or kAvx512Bf16 kernel; kAmx on row-major weights runs the AVX-512
+// path.
 void Linear(const LinearArgs& args, ThreadPool* pool, LinearKernel kernel = BestLinearKernel());
 
 // The layout `kernel` reads fastest for a matrix with `in` columns.

@@ -4,10 +4,15 @@
 // sides, so each f32 activation is split once per call, as the AMX kernel does (linear_amx.h),
 // into hi = bf16(x) and lo = bf16(x - hi): y = W·hi + W·lo keeps 16 bits of the activation's
 // mantissa where rounding it to bf16 would keep 8 (the engine's logits then miss the float64
-// reference by 10x more: tests/engine/reference_forward_test.cc). 32-element block b of a row
-// accumulates W·hi, then W·lo, into accumulator b % 4 of its token; they are combined as
-// (a0 + a1) + (a2 + a3) and reduced in one fixed order, whatever the batch.
+// reference by 10x more: tests/engine/reference_forward_test.cc).
+//
+// Two paths. Weights in WeightLayout::kAmxTiles (what PreferredLayout gives where in % 32 == 0)
+// take the tile path below: each lane of a vector is one output, no horizontal sums. Row-major
+// weights (other shapes, and the rows past the last 16-row block) take the row path: 32-element
+// block b of a row accumulates W·hi, then W·lo, into accumulator b % 4 of its token; they are
+// combined as (a0 + a1) + (a2 + a3) and reduced in one fixed order, whatever the batch.
 #include <algorithm>
+#include <cstring>
 
 #include "kernels/cpu/linear_dot.h"
 #include "kernels/cpu/x86_intrinsics.h"
@@ -27,10 +32,11 @@ TPSERVE_TARGET_AVX512BF16 inline __m512bh MaskedLoadBf16x32(__mmask32 mask, cons
   return reinterpret_cast<__m512bh>(_mm512_maskz_loadu_epi16(mask, p));
 }
 
-// x[t]: token t's hi parts [in], then its lo parts [in] (SplitToBf16).
+// x[t]: token t's hi parts [in]; its lo parts [in] start SplitHalf(in) elements further on (SplitToBf16).
 template <int n>
 TPSERVE_TARGET_AVX512BF16 void DotRowsAvx512Bf16(const uint16_t* w, size_t rows, const uint16_t* const* x, int in,
                                                  float* out, size_t out_stride) {
+  const size_t half = SplitHalf(in);
   for (size_t r = 0; r < rows; ++r, w += in) {
     __m512 acc[n][4];
     for (int t = 0; t < n; ++t) {
@@ -44,7 +50,7 @@ TPSERVE_TARGET_AVX512BF16 void DotRowsAvx512Bf16(const uint16_t* w, size_t rows,
       const __m512bh w2 = LoadBf16x32(w + i + 64), w3 = LoadBf16x32(w + i + 96);
       for (int t = 0; t < n; ++t) {
         const uint16_t* hi = x[t] + i;
-        const uint16_t* lo = hi + in;
+        const uint16_t* lo = hi + half;
         acc[t][0] = _mm512_dpbf16_ps(_mm512_dpbf16_ps(acc[t][0], w0, LoadBf16x32(hi)), w0, LoadBf16x32(lo));
         acc[t][1] =
             _mm512_dpbf16_ps(_mm512_dpbf16_ps(acc[t][1], w1, LoadBf16x32(hi + 32)), w1, LoadBf16x32(lo + 32));
@@ -63,7 +69,7 @@ TPSERVE_TARGET_AVX512BF16 void DotRowsAvx512Bf16(const uint16_t* w, size_t rows,
       const __m512bh wk = MaskedLoadBf16x32(mask, w + i);
       for (int t = 0; t < n; ++t) {
         const __m512 with_hi = _mm512_dpbf16_ps(acc[t][k], wk, MaskedLoadBf16x32(mask, x[t] + i));
-        acc[t][k] = _mm512_dpbf16_ps(with_hi, wk, MaskedLoadBf16x32(mask, x[t] + in + i));
+        acc[t][k] = _mm512_dpbf16_ps(with_hi, wk, MaskedLoadBf16x32(mask, x[t] + half + i));
       }
     }
     for (int t = 0; t < n; ++t) {
@@ -72,6 +78,58 @@ TPSERVE_TARGET_AVX512BF16 void DotRowsAvx512Bf16(const uint16_t* w, size_t rows,
     }
   }
 }
+
+// The tile path: weights in WeightLayout::kAmxTiles, where a block of 16 rows is [in / 2 pairs][16
+// outputs][2] (linear.h), so one 64-byte load is input pair p of all 16 outputs. VDPBF16PS against
+// the token's pair (x[2p], x[2p + 1]) broadcast to every lane adds w[o][2p]·x[2p] + w[o][2p+1]·x[2p+1]
+// to lane o: each lane is one output, no horizontal sum, and a weight line is loaded once for all
+// the tile's tokens. Lane o of a token's hi accumulator takes the pairs of its hi part in order,
+// the lo accumulator those of its lo part; y = hi + lo. That sequence is the same whatever the
+// number of tokens (n) a call carries, so batches stay bitwise invariant.
+TPSERVE_TARGET_AVX512BF16 inline __m512bh BroadcastPair(const uint16_t* x) {
+  int32_t pair;
+  std::memcpy(&pair, x, sizeof(pair));
+  return reinterpret_cast<__m512bh>(_mm512_set1_epi32(pair));
+}
+
+// One 16-row block (w) against n tokens; out[t * out_stride + o]. One block at a time keeps the
+// weights one sequential stream: two or four blocks side by side (more accumulator chains, each
+// weight line shared by as many) read the LM head at one token at 70-82% of the paired read
+// against 86-93% for one, and ran no faster elsewhere (bench_linear, docs/PERFORMANCE.md).
+template <int n>
+TPSERVE_TARGET_AVX512BF16 void TileBlockAvx512Bf16(const uint16_t* w, int in, const uint16_t* const* x, float* out,
+                                                   size_t out_stride) {
+  __m512 hi[n], lo[n];
+  for (int t = 0; t < n; ++t) hi[t] = lo[t] = _mm512_setzero_ps();
+  const int pairs = in / 2;
+  const size_t half = SplitHalf(in);
+  for (int p = 0; p < pairs; ++p) {
+    const uint16_t* line = w + 2 * kBlockRows * static_cast<size_t>(p);
+    PrefetchWeights(reinterpret_cast<const char*>(line) + kPrefetchBytes);
+    const __m512bh wp = LoadBf16x32(line);
+    for (int t = 0; t < n; ++t) {
+      hi[t] = _mm512_dpbf16_ps(hi[t], wp, BroadcastPair(x[t] + 2 * p));
+      lo[t] = _mm512_dpbf16_ps(lo[t], wp, BroadcastPair(x[t] + half + 2 * p));
+    }
+  }
+  for (int t = 0; t < n; ++t) _mm512_storeu_ps(out + t * out_stride, _mm512_add_ps(hi[t], lo[t]));
+}
+
+using TileFn = void (*)(const uint16_t*, int, const uint16_t* const*, float*, size_t);
+
+// Up to eight tokens share a pass over a block: 16 accumulators, and per input pair one weight
+// load and 16 broadcasts for 16 VDPBF16PS.
+constexpr int kTilePassTokens = 8;
+constexpr TileFn kTileFns[kTilePassTokens + 1] = {
+    nullptr,
+    TileBlockAvx512Bf16<1>,
+    TileBlockAvx512Bf16<2>,
+    TileBlockAvx512Bf16<3>,
+    TileBlockAvx512Bf16<4>,
+    TileBlockAvx512Bf16<5>,
+    TileBlockAvx512Bf16<6>,
+    TileBlockAvx512Bf16<7>,
+    TileBlockAvx512Bf16<8>};
 
 // 16 (or, masked, fewer) activations: hi = bf16(x) to `hi`, lo = bf16(x - hi) to `lo` (x - hi is exact).
 TPSERVE_TARGET_AVX512BF16 inline void Split16(__mmask16 mask, const float* x, uint16_t* hi, uint16_t* lo) {
@@ -86,8 +144,8 @@ TPSERVE_TARGET_AVX512BF16 inline void Split16(__mmask16 mask, const float* x, ui
 TPSERVE_TARGET_AVX512BF16 void SplitToBf16Avx512(const float* x, int tokens, int in, uint16_t* out) {
   for (int t = 0; t < tokens; ++t) {
     const float* row = x + static_cast<size_t>(t) * in;
-    uint16_t* hi = out + static_cast<size_t>(t) * 2 * in;
-    uint16_t* lo = hi + in;
+    uint16_t* hi = out + static_cast<size_t>(t) * 2 * SplitHalf(in);
+    uint16_t* lo = hi + SplitHalf(in);
     for (int i = 0; i < in; i += 16) {
       const int remaining = std::min(16, in - i);
       Split16(static_cast<__mmask16>((1u << remaining) - 1), row + i, hi + i, lo + i);
@@ -111,6 +169,21 @@ const Table<Bf16Fn>& Avx512Bf16() {
 
 void SplitToBf16(const float* x, int tokens, int in, uint16_t* out) { SplitToBf16Avx512(x, tokens, in, out); }
 
+void TileRowsAvx512Bf16(const uint16_t* w, int in, const uint16_t* x, size_t x_stride, int tokens, size_t row_begin,
+                        size_t row_end, float* y, size_t y_stride) {
+  // Up to eight tokens: one pass over the range, each weight line loaded once for all of them.
+  // More: each block is passed over by every group of eight while it is in cache, so the weights
+  // stream from memory once.
+  for (size_t row = row_begin; row < row_end; row += kBlockRows) {
+    for (int t0 = 0; t0 < tokens; t0 += kTilePassTokens) {
+      const int n = std::min(kTilePassTokens, tokens - t0);
+      const uint16_t* rows[kTilePassTokens];
+      for (int t = 0; t < n; ++t) rows[t] = x + static_cast<size_t>(t0 + t) * x_stride;
+      kTileFns[n](w + row * in, in, rows, y + static_cast<size_t>(t0) * y_stride + row, y_stride);
+    }
+  }
+}
+
 #else  // not x86-64: never available, never called
 
 bool HasAvx512Bf16() { return false; }
@@ -119,6 +192,7 @@ const Table<Bf16Fn>& Avx512Bf16() {
   return none;
 }
 void SplitToBf16(const float*, int, int, uint16_t*) {}
+void TileRowsAvx512Bf16(const uint16_t*, int, const uint16_t*, size_t, int, size_t, size_t, float*, size_t) {}
 
 #endif
 

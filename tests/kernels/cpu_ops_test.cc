@@ -186,6 +186,11 @@ INSTANTIATE_TEST_SUITE_P(LargeShapes, LinearTest,
                                            std::make_tuple(LinearKernel::kAvx512, 140, 64, 48),
                                            std::make_tuple(LinearKernel::kAvx512Bf16, 37, 300, 33),
                                            std::make_tuple(LinearKernel::kAvx512Bf16, 140, 1024, 48),
+                                           // Tile layout: eight tokens a pass, then the rest (37 =
+                                           // 4 x 8 + 5), a row-major tail of 4 rows; in = 2048 as in
+                                           // the default model's down projection.
+                                           std::make_tuple(LinearKernel::kAvx512Bf16, 37, 2048, 84),
+                                           std::make_tuple(LinearKernel::kAvx512Bf16, 8, 768, 96),
                                            std::make_tuple(LinearKernel::kAvx2, 37, 300, 33),
                                            std::make_tuple(LinearKernel::kAvx2, 140, 1024, 48)));
 
