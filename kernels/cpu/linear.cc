@@ -184,6 +184,36 @@ void LinearAmx(const LinearArgs& a, ThreadPool* pool) {
   }
 }
 
+// The AVX-512 BF16 path: the activations split into bf16 hi and lo parts once, in the caller's
+// scratch (read by every pool member). Tile-layout weights: whole 16-row blocks through the tile
+// path, on the split rows as pairs; the rows past the last block (row-major), and all rows of
+// row-major weights, through the row kernel on the split rows as halves. Ranges start on
+// multiples of 16 (ForEachRowRange).
+void LinearAvx512Bf16(const LinearArgs& a, ThreadPool* pool) {
+  const size_t tiled_rows =
+      a.layout == WeightLayout::kAmxTiles ? static_cast<size_t>(a.out) / dot::kBlockRows * dot::kBlockRows : 0;
+  thread_local std::vector<uint16_t, CacheLineAllocator<uint16_t>> pairs, halves;
+  if (tiled_rows > 0) {
+    pairs.resize(static_cast<size_t>(a.tokens) * dot::PairRowStride(a.in));
+    dot::SplitToBf16Pairs(a.x, a.tokens, a.in, pairs.data());
+  }
+  if (tiled_rows < static_cast<size_t>(a.out)) {
+    halves.resize(static_cast<size_t>(a.tokens) * 2 * a.in);
+    dot::SplitToBf16(a.x, a.tokens, a.in, halves.data());
+  }
+  const uint16_t* as_pairs = pairs.data();
+  const uint16_t* as_halves = halves.data();
+  ForEachRowRange(a, pool, [&](size_t begin, size_t end) {
+    const size_t tiled_end = std::min(end, tiled_rows);
+    if (begin < tiled_end) {
+      dot::TileRowsAvx512Bf16(a.w, a.in, as_pairs, a.tokens, begin, tiled_end, a.y, static_cast<size_t>(a.out));
+      AddBias(a, begin, tiled_end);
+    }
+    const size_t row_major_begin = std::max(begin, tiled_rows);
+    if (row_major_begin < end) DotRows(a, as_halves, 2 * static_cast<size_t>(a.in), dot::Avx512Bf16(), row_major_begin, end);
+  });
+}
+
 }  // namespace
 
 const char* LinearKernelName(LinearKernel kernel) {
@@ -291,25 +321,7 @@ void Linear(const LinearArgs& a, ThreadPool* pool, LinearKernel kernel) {
     return;
   }
   if (kernel == LinearKernel::kAvx512Bf16) {
-    // The activations split into bf16 pairs once, in the caller's scratch (read by every pool member).
-    thread_local std::vector<uint16_t, CacheLineAllocator<uint16_t>> scratch;
-    scratch.resize(static_cast<size_t>(a.tokens) * 2 * dot::SplitHalf(a.in));
-    dot::SplitToBf16(a.x, a.tokens, a.in, scratch.data());
-    const uint16_t* split = scratch.data();
-    const size_t split_stride = 2 * dot::SplitHalf(a.in);
-    // Tile-layout weights: whole 16-row blocks through the tile path, the rows past the last one
-    // (row-major) through the row kernel. Ranges start on multiples of 16 (ForEachRowRange).
-    const size_t full_rows =
-        a.layout == WeightLayout::kAmxTiles ? static_cast<size_t>(a.out) / dot::kBlockRows * dot::kBlockRows : 0;
-    ForEachRowRange(a, pool, [&](size_t begin, size_t end) {
-      const size_t tiled_end = std::min(end, full_rows);
-      if (begin < tiled_end) {
-        dot::TileRowsAvx512Bf16(a.w, a.in, split, split_stride, a.tokens, begin, tiled_end, a.y,
-                                static_cast<size_t>(a.out));
-        AddBias(a, begin, tiled_end);
-      }
-      if (std::max(begin, full_rows) < end) DotRows(a, split, split_stride, dot::Avx512Bf16(), std::max(begin, full_rows), end);
-    });
+    LinearAvx512Bf16(a, pool);
     return;
   }
   // Row-major weights (in % 32 != 0, or not arranged by the caller) under kAmx take the AVX-512 path.

@@ -32,11 +32,10 @@ TPSERVE_TARGET_AVX512BF16 inline __m512bh MaskedLoadBf16x32(__mmask32 mask, cons
   return reinterpret_cast<__m512bh>(_mm512_maskz_loadu_epi16(mask, p));
 }
 
-// x[t]: token t's hi parts [in]; its lo parts [in] start SplitHalf(in) elements further on (SplitToBf16).
+// x[t]: token t's hi parts [in], then its lo parts [in] (SplitToBf16).
 template <int n>
 TPSERVE_TARGET_AVX512BF16 void DotRowsAvx512Bf16(const uint16_t* w, size_t rows, const uint16_t* const* x, int in,
                                                  float* out, size_t out_stride) {
-  const size_t half = SplitHalf(in);
   for (size_t r = 0; r < rows; ++r, w += in) {
     __m512 acc[n][4];
     for (int t = 0; t < n; ++t) {
@@ -50,7 +49,7 @@ TPSERVE_TARGET_AVX512BF16 void DotRowsAvx512Bf16(const uint16_t* w, size_t rows,
       const __m512bh w2 = LoadBf16x32(w + i + 64), w3 = LoadBf16x32(w + i + 96);
       for (int t = 0; t < n; ++t) {
         const uint16_t* hi = x[t] + i;
-        const uint16_t* lo = hi + half;
+        const uint16_t* lo = hi + in;
         acc[t][0] = _mm512_dpbf16_ps(_mm512_dpbf16_ps(acc[t][0], w0, LoadBf16x32(hi)), w0, LoadBf16x32(lo));
         acc[t][1] =
             _mm512_dpbf16_ps(_mm512_dpbf16_ps(acc[t][1], w1, LoadBf16x32(hi + 32)), w1, LoadBf16x32(lo + 32));
@@ -69,7 +68,7 @@ TPSERVE_TARGET_AVX512BF16 void DotRowsAvx512Bf16(const uint16_t* w, size_t rows,
       const __m512bh wk = MaskedLoadBf16x32(mask, w + i);
       for (int t = 0; t < n; ++t) {
         const __m512 with_hi = _mm512_dpbf16_ps(acc[t][k], wk, MaskedLoadBf16x32(mask, x[t] + i));
-        acc[t][k] = _mm512_dpbf16_ps(with_hi, wk, MaskedLoadBf16x32(mask, x[t] + half + i));
+        acc[t][k] = _mm512_dpbf16_ps(with_hi, wk, MaskedLoadBf16x32(mask, x[t] + in + i));
       }
     }
     for (int t = 0; t < n; ++t) {
@@ -80,18 +79,16 @@ TPSERVE_TARGET_AVX512BF16 void DotRowsAvx512Bf16(const uint16_t* w, size_t rows,
 }
 
 // The tile path: weights in WeightLayout::kAmxTiles, where a block of 16 rows is [in / 2 pairs][16
-// outputs][2] (linear.h), so one 64-byte load is input pair p of all 16 outputs. VDPBF16PS against
-// the token's pair (x[2p], x[2p + 1]) broadcast to every lane adds w[o][2p]·x[2p] + w[o][2p+1]·x[2p+1]
-// to lane o: each lane is one output, no horizontal sum, and a weight line is loaded once for all
-// the tile's tokens. Lane o of a token's hi accumulator takes the pairs of its hi part in order,
-// the lo accumulator those of its lo part; y = hi + lo. That sequence is the same whatever the
-// number of tokens (n) a call carries, so batches stay bitwise invariant.
-TPSERVE_TARGET_AVX512BF16 inline __m512bh BroadcastPair(const uint16_t* x) {
-  int32_t pair;
-  std::memcpy(&pair, x, sizeof(pair));
-  return reinterpret_cast<__m512bh>(_mm512_set1_epi32(pair));
-}
-
+// outputs][2] (linear.h), so one 64-byte line is input pair p of all 16 outputs. Two permutes
+// copy it into two vectors, each holding 8 outputs' pair twice (lanes 2j and 2j + 1: output j);
+// a token's hi pair and lo pair, stored side by side (SplitToBf16Pairs), are broadcast as one
+// 64-bit value, so VDPBF16PS adds w[o][2p]·hi[2p] + w[o][2p+1]·hi[2p+1] to lane 2j and the same
+// with lo to lane 2j + 1. Lane 2j is thus output j's hi sum over the pairs in order, lane 2j + 1
+// its lo sum, and y = hi + lo: no horizontal sums, each weight line loaded once for all the
+// tokens of a pass, and one broadcast per token and pair (one for each of hi and lo ran 15-25%
+// slower at 8 tokens in cache). A lane's sequence does not depend on the number of tokens (n),
+// so batches stay bitwise invariant.
+//
 // One 16-row block (w) against n tokens; out[t * out_stride + o]. One block at a time keeps the
 // weights one sequential stream: two or four blocks side by side (more accumulator chains, each
 // weight line shared by as many) read the LM head at one token at 70-82% of the paired read
@@ -99,26 +96,40 @@ TPSERVE_TARGET_AVX512BF16 inline __m512bh BroadcastPair(const uint16_t* x) {
 template <int n>
 TPSERVE_TARGET_AVX512BF16 void TileBlockAvx512Bf16(const uint16_t* w, int in, const uint16_t* const* x, float* out,
                                                    size_t out_stride) {
-  __m512 hi[n], lo[n];
-  for (int t = 0; t < n; ++t) hi[t] = lo[t] = _mm512_setzero_ps();
+  const __m512i outputs_0_to_7 = _mm512_set_epi32(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0);
+  const __m512i outputs_8_to_15 = _mm512_set_epi32(15, 15, 14, 14, 13, 13, 12, 12, 11, 11, 10, 10, 9, 9, 8, 8);
+  __m512 first[n], second[n];  // outputs 0-7 and 8-15: lane 2j the hi sum, 2j + 1 the lo sum
+  for (int t = 0; t < n; ++t) first[t] = second[t] = _mm512_setzero_ps();
   const int pairs = in / 2;
-  const size_t half = SplitHalf(in);
   for (int p = 0; p < pairs; ++p) {
     const uint16_t* line = w + 2 * kBlockRows * static_cast<size_t>(p);
     PrefetchWeights(reinterpret_cast<const char*>(line) + kPrefetchBytes);
-    const __m512bh wp = LoadBf16x32(line);
+    const __m512i wp = _mm512_loadu_si512(line);
+    const auto w_first = reinterpret_cast<__m512bh>(_mm512_permutexvar_epi32(outputs_0_to_7, wp));
+    const auto w_second = reinterpret_cast<__m512bh>(_mm512_permutexvar_epi32(outputs_8_to_15, wp));
+#pragma GCC unroll 8
     for (int t = 0; t < n; ++t) {
-      hi[t] = _mm512_dpbf16_ps(hi[t], wp, BroadcastPair(x[t] + 2 * p));
-      lo[t] = _mm512_dpbf16_ps(lo[t], wp, BroadcastPair(x[t] + half + 2 * p));
+      int64_t hi_lo;
+      std::memcpy(&hi_lo, x[t] + 4 * static_cast<size_t>(p), sizeof(hi_lo));
+      const auto both = reinterpret_cast<__m512bh>(_mm512_set1_epi64(hi_lo));
+      first[t] = _mm512_dpbf16_ps(first[t], w_first, both);
+      second[t] = _mm512_dpbf16_ps(second[t], w_second, both);
     }
   }
-  for (int t = 0; t < n; ++t) _mm512_storeu_ps(out + t * out_stride, _mm512_add_ps(hi[t], lo[t]));
+  // Lane 2j + (lane 2j + 1), then the even lanes of both in order: outputs 0-15.
+  const __m512i even_lanes = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+#pragma GCC unroll 8
+  for (int t = 0; t < n; ++t) {
+    const __m512 a = _mm512_add_ps(first[t], _mm512_permute_ps(first[t], 0xB1));
+    const __m512 b = _mm512_add_ps(second[t], _mm512_permute_ps(second[t], 0xB1));
+    _mm512_storeu_ps(out + t * out_stride, _mm512_permutex2var_ps(a, even_lanes, b));
+  }
 }
 
 using TileFn = void (*)(const uint16_t*, int, const uint16_t* const*, float*, size_t);
 
 // Up to eight tokens share a pass over a block: 16 accumulators, and per input pair one weight
-// load and 16 broadcasts for 16 VDPBF16PS.
+// load, two permutes and 8 broadcasts for 16 VDPBF16PS.
 constexpr int kTilePassTokens = 8;
 constexpr TileFn kTileFns[kTilePassTokens + 1] = {
     nullptr,
@@ -144,11 +155,28 @@ TPSERVE_TARGET_AVX512BF16 inline void Split16(__mmask16 mask, const float* x, ui
 TPSERVE_TARGET_AVX512BF16 void SplitToBf16Avx512(const float* x, int tokens, int in, uint16_t* out) {
   for (int t = 0; t < tokens; ++t) {
     const float* row = x + static_cast<size_t>(t) * in;
-    uint16_t* hi = out + static_cast<size_t>(t) * 2 * SplitHalf(in);
-    uint16_t* lo = hi + SplitHalf(in);
+    uint16_t* hi = out + static_cast<size_t>(t) * 2 * in;
+    uint16_t* lo = hi + in;
     for (int i = 0; i < in; i += 16) {
       const int remaining = std::min(16, in - i);
       Split16(static_cast<__mmask16>((1u << remaining) - 1), row + i, hi + i, lo + i);
+    }
+  }
+}
+
+// Token rows of [in / 2][hi pair, lo pair] bf16 (in % 16 == 0), PairRowStride(in) apart.
+TPSERVE_TARGET_AVX512BF16 void SplitToBf16PairsAvx512(const float* x, int tokens, int in, uint16_t* out) {
+  // 32-bit elements: pair k of the hi parts (a), then pair k of the lo parts (b), k = 0..7.
+  const __m512i interleave = _mm512_set_epi32(23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+  for (int t = 0; t < tokens; ++t) {
+    const float* row = x + static_cast<size_t>(t) * in;
+    uint16_t* dst = out + static_cast<size_t>(t) * PairRowStride(in);
+    alignas(32) uint16_t hi[16], lo[16];
+    for (int i = 0; i < in; i += 16) {
+      Split16(static_cast<__mmask16>(0xffff), row + i, hi, lo);
+      const __m512i a = _mm512_castsi256_si512(_mm256_load_si256(reinterpret_cast<const __m256i*>(hi)));
+      const __m512i b = _mm512_castsi256_si512(_mm256_load_si256(reinterpret_cast<const __m256i*>(lo)));
+      _mm512_storeu_si512(dst + 2 * i, _mm512_permutex2var_epi32(a, interleave, b));
     }
   }
 }
@@ -169,8 +197,10 @@ const Table<Bf16Fn>& Avx512Bf16() {
 
 void SplitToBf16(const float* x, int tokens, int in, uint16_t* out) { SplitToBf16Avx512(x, tokens, in, out); }
 
-void TileRowsAvx512Bf16(const uint16_t* w, int in, const uint16_t* x, size_t x_stride, int tokens, size_t row_begin,
-                        size_t row_end, float* y, size_t y_stride) {
+void SplitToBf16Pairs(const float* x, int tokens, int in, uint16_t* out) { SplitToBf16PairsAvx512(x, tokens, in, out); }
+
+void TileRowsAvx512Bf16(const uint16_t* w, int in, const uint16_t* x, int tokens, size_t row_begin, size_t row_end,
+                        float* y, size_t y_stride) {
   // Up to eight tokens: one pass over the range, each weight line loaded once for all of them.
   // More: each block is passed over by every group of eight while it is in cache, so the weights
   // stream from memory once.
@@ -178,7 +208,7 @@ void TileRowsAvx512Bf16(const uint16_t* w, int in, const uint16_t* x, size_t x_s
     for (int t0 = 0; t0 < tokens; t0 += kTilePassTokens) {
       const int n = std::min(kTilePassTokens, tokens - t0);
       const uint16_t* rows[kTilePassTokens];
-      for (int t = 0; t < n; ++t) rows[t] = x + static_cast<size_t>(t0 + t) * x_stride;
+      for (int t = 0; t < n; ++t) rows[t] = x + static_cast<size_t>(t0 + t) * PairRowStride(in);
       kTileFns[n](w + row * in, in, rows, y + static_cast<size_t>(t0) * y_stride + row, y_stride);
     }
   }
@@ -192,7 +222,8 @@ const Table<Bf16Fn>& Avx512Bf16() {
   return none;
 }
 void SplitToBf16(const float*, int, int, uint16_t*) {}
-void TileRowsAvx512Bf16(const uint16_t*, int, const uint16_t*, size_t, int, size_t, size_t, float*, size_t) {}
+void SplitToBf16Pairs(const float*, int, int, uint16_t*) {}
+void TileRowsAvx512Bf16(const uint16_t*, int, const uint16_t*, int, size_t, size_t, float*, size_t) {}
 
 #endif
 

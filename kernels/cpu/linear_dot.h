@@ -44,21 +44,23 @@ bool HasAvx2();
 const Table<F32Fn>& Avx2();
 
 // AVX-512 BF16 (linear_avx512bf16.cc): VDPBF16PS on bf16 pairs, each activation split once per
-// call into two bf16 (SplitToBf16: out [tokens, 2, SplitHalf(in)], a row's hi parts then its lo
-// parts); the table's x[t] is a token's hi row, its lo row starts SplitHalf(in) further on.
-// A half is `in` rounded up to a cache line plus one line, so that the halves of a batch do not
-// all start at the same offset within a 4 KiB page (at in = 2048 they did, and the 16 a pass reads
-// shared one set of the L1 cache: bench_linear at 8 tokens ran 30% slower than at in = 768).
-constexpr size_t SplitHalf(int in) { return (static_cast<size_t>(in) + 31) / 32 * 32 + 32; }
+// call into two bf16 (SplitToBf16: out [tokens, 2, in], a row's hi parts then its lo parts); the
+// table's x[t] is a token's hi row, its lo row follows it.
 bool HasAvx512Bf16();
 const Table<Bf16Fn>& Avx512Bf16();
 void SplitToBf16(const float* x, int tokens, int in, uint16_t* out);
 
-// The same kernel on weights in WeightLayout::kAmxTiles (16-row blocks of input pairs): outputs
-// [row_begin, row_end) (whole blocks of kBlockRows) of `tokens` split rows (x: SplitToBf16's, rows
-// x_stride apart) into y[t * y_stride + row]; linear_avx512bf16.cc.
+// The same kernel's tile path, on weights in WeightLayout::kAmxTiles (16-row blocks of input
+// pairs; in % 32 == 0): outputs [row_begin, row_end) (whole blocks of kBlockRows) of `tokens`
+// activation rows into y[t * y_stride + row]. x: SplitToBf16Pairs's rows, PairRowStride(in)
+// apart, each [in / 2 pairs][hi pair, lo pair] bf16. A row is padded by one cache line so that a
+// batch's rows do not all start at the same offset in a 4 KiB page: at in = 2048 they did, the
+// eight rows a pass reads shared one set of the L1 cache, and bench_linear at 8 tokens ran 30%
+// slower there than at in = 768.
 constexpr int kBlockRows = 16;
-void TileRowsAvx512Bf16(const uint16_t* w, int in, const uint16_t* x, size_t x_stride, int tokens, size_t row_begin,
-                        size_t row_end, float* y, size_t y_stride);
+constexpr size_t PairRowStride(int in) { return 2 * static_cast<size_t>(in) + 32; }
+void SplitToBf16Pairs(const float* x, int tokens, int in, uint16_t* out);
+void TileRowsAvx512Bf16(const uint16_t* w, int in, const uint16_t* x, int tokens, size_t row_begin, size_t row_end,
+                        float* y, size_t y_stride);
 
 }  // namespace tpserve::cpu::dot

@@ -14,8 +14,70 @@ void RmsNorm(const float* x, const float* weight, float* y, int n, float eps) {
   for (int i = 0; i < n; ++i) y[i] = x[i] * scale * weight[i];
 }
 
+namespace {
+
+// SiLU·up on 16 floats at a time with GCC's vector extensions: one instruction per operation on
+// AVX-512, four SSE ones elsewhere. exp(-gate) is Cephes' expf (x = n ln 2 + r, a degree-5
+// polynomial in r, 2^n built in the exponent bits; relative error ~1e-7), its argument clamped to
+// [-87, 88.7]: 2^n stays a normal float, up to 2^128, whose bits are infinity, so a gate below
+// about -88.4 gives 0 as it should. glibc's scalar expf took 3-4 ns an element, a third of batch
+// 8's non-Linear time on the default model.
+using Float16 = float __attribute__((vector_size(64)));
+using Int16 = int32_t __attribute__((vector_size(64)));
+
+// Defines `name`(gate, up, out, n) for one target. Every element, the last partial 16 included
+// (copied into a padded vector), goes through the same vector code, so an element's result does
+// not depend on where a thread's range starts.
+#define TPSERVE_DEFINE_SILU_MUL(target_attribute, name)                                                          \
+  /* 16 elements, in memory (a vector argument would change the ABI between targets) */                          \
+  target_attribute __attribute__((always_inline)) inline void name##16(const float* gate_in, const float* up_in, \
+                                                                       float* out) {                             \
+    Float16 gate, up;                                                                                            \
+    std::memcpy(&gate, gate_in, sizeof(gate));                                                                   \
+    std::memcpy(&up, up_in, sizeof(up));                                                                         \
+    const Float16 x = -gate < -87.0f ? Float16{} - 87.0f : (-gate > 88.7f ? Float16{} + 88.7f : -gate);          \
+    const Float16 fx = x * 1.44269504088896341f + 0.5f;                                                          \
+    Float16 whole = __builtin_convertvector(__builtin_convertvector(fx, Int16), Float16);                        \
+    whole = whole > fx ? whole - 1.0f : whole; /* floor */                                                       \
+    const Float16 r = x - whole * 0.693359375f - whole * -2.12194440e-4f;                                        \
+    Float16 y = 1.9875691500e-4f * r + 1.3981999507e-3f;                                                         \
+    y = y * r + 8.3334519073e-3f;                                                                                \
+    y = y * r + 4.1665795894e-2f;                                                                                \
+    y = y * r + 1.6666665459e-1f;                                                                                \
+    y = y * r + 5.0000001201e-1f;                                                                                \
+    y = y * r * r + r + 1.0f;                                                                                    \
+    const Int16 exponent = (__builtin_convertvector(whole, Int16) + 127) << 23;                                  \
+    Float16 two_to_n;                                                                                            \
+    std::memcpy(&two_to_n, &exponent, sizeof(two_to_n));                                                         \
+    const Float16 result = gate / (1.0f + y * two_to_n) * up;                                                    \
+    std::memcpy(out, &result, sizeof(result));                                                                   \
+  }                                                                                                              \
+  target_attribute void name(const float* gate, const float* up, float* out, int n) {                            \
+    int i = 0;                                                                                                   \
+    for (; i + 16 <= n; i += 16) name##16(gate + i, up + i, out + i);                                            \
+    if (i < n) {                                                                                                 \
+      float g[16] = {}, u[16] = {}, y[16];                                                                       \
+      std::copy(gate + i, gate + n, g);                                                                          \
+      std::copy(up + i, up + n, u);                                                                              \
+      name##16(g, u, y);                                                                                         \
+      std::copy_n(y, n - i, out + i);                                                                            \
+    }                                                                                                            \
+  }
+
+TPSERVE_DEFINE_SILU_MUL(, SiluMulPortable)
+#if defined(__x86_64__)
+TPSERVE_DEFINE_SILU_MUL(__attribute__((target("avx512f"))), SiluMulAvx512)
+#endif
+#undef TPSERVE_DEFINE_SILU_MUL
+
+}  // namespace
+
 void SiluMul(const float* gate, const float* up, float* out, int n) {
-  for (int i = 0; i < n; ++i) out[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
+#if defined(__x86_64__)
+  static const bool avx512 = __builtin_cpu_supports("avx512f");
+  if (avx512) return SiluMulAvx512(gate, up, out, n);
+#endif
+  SiluMulPortable(gate, up, out, n);
 }
 
 void AddInPlace(float* x, const float* y, int n) {

@@ -119,6 +119,32 @@ TEST(RmsNorm, MatchesDefinition) {
   EXPECT_NEAR(y[3], -4 / rms, 1e-6);
 }
 
+// SiLU(gate)·up against float64 across the range the clamp covers and past it, and element by
+// element the same bits whatever the call's start and length (a thread's range in the engine).
+TEST(SiluMul, MatchesFloat64AndDoesNotDependOnTheRange) {
+  std::vector<float> gate, up;
+  for (float g = -120.0f; g <= 120.0f; g += 0.37f) gate.push_back(g);
+  for (float g : {-1e-6f, 0.0f, 1e-6f, -87.5f, 88.5f, 3.4e38f, -3.4e38f}) gate.push_back(g);
+  std::mt19937 random(7);
+  std::normal_distribution<float> normal;
+  for (size_t i = 0; i < gate.size(); ++i) up.push_back(normal(random));
+  const int n = static_cast<int>(gate.size());
+  std::vector<float> out(n);
+  SiluMul(gate.data(), up.data(), out.data(), n);
+  for (int i = 0; i < n; ++i) {
+    const double g = gate[i];
+    const double expected = g / (1.0 + std::exp(-g)) * up[i];
+    ASSERT_NEAR(out[i], expected, 1e-6 * std::abs(expected) + 1e-30) << "gate " << gate[i];
+  }
+  for (int start : {1, 5, 17}) {
+    for (int length : {1, 3, 16, 31}) {
+      std::vector<float> part(length);
+      SiluMul(gate.data() + start, up.data() + start, part.data(), length);
+      ASSERT_EQ(0, std::memcmp(part.data(), out.data() + start, length * sizeof(float))) << start << "+" << length;
+    }
+  }
+}
+
 // (kernel, tokens, in, out): every kernel against float64, in the layout the engine gives it.
 class LinearTest : public ::testing::TestWithParam<std::tuple<LinearKernel, int, int, int>> {};
 
