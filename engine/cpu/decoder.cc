@@ -113,7 +113,7 @@ void Decoder::Attention(const Batch& batch, int layer, const float* q, float* ou
   // positions, and the pool's contiguous pieces then get even shares of the work.
   const size_t tokens = batch.ids.size();
   pool_->ParallelFor(tokens * s.heads, 1, [&](size_t begin, size_t end) {
-    std::vector<float> scores;
+    thread_local std::vector<float> scores;  // each pool member's own, kept between calls
     for (size_t unit = begin; unit < end; ++unit) {
       const size_t order = unit / s.heads;
       const size_t t = order % 2 == 0 ? order / 2 : tokens - 1 - order / 2;

@@ -1,8 +1,8 @@
 #include "kernels/cpu/ops.h"
 
 #include <algorithm>
-#include <cstring>
 #include <cmath>
+#include <cstring>
 #include <numbers>
 
 namespace tpserve::cpu {
@@ -16,68 +16,113 @@ void RmsNorm(const float* x, const float* weight, float* y, int n, float eps) {
 
 namespace {
 
-// SiLU·up on 16 floats at a time with GCC's vector extensions: one instruction per operation on
-// AVX-512, four SSE ones elsewhere. exp(-gate) is Cephes' expf (x = n ln 2 + r, a degree-5
-// polynomial in r, 2^n built in the exponent bits; relative error ~1e-7), its argument clamped to
-// [-87, 88.7]: 2^n stays a normal float, up to 2^128, whose bits are infinity, so a gate below
-// about -88.4 gives 0 as it should. glibc's scalar expf took 3-4 ns an element, a third of batch
-// 8's non-Linear time on the default model.
+// exp on 16 floats at a time with GCC's vector extensions (one instruction per operation on
+// AVX-512, four SSE ones elsewhere): Cephes' expf (x = n ln 2 + r, a degree-5 polynomial in r, 2^n
+// built in the exponent bits; relative error ~1e-7), its argument clamped to [-87, 88.7] so that
+// 2^n stays a normal float up to 2^128, whose bits are infinity (exp of anything past ~88.4 is
+// infinity, as it should be). glibc's scalar expf took 3-4 ns an element: SiLU took a third of
+// batch 8's non-Linear time on the default model. TPSERVE_DEFINE_ELEMENTWISE defines its users for
+// each target; vectors pass through memory (a vector argument would change the ABI between
+// targets).
 using Float16 = float __attribute__((vector_size(64)));
 using Int16 = int32_t __attribute__((vector_size(64)));
 
-// Defines `name`(gate, up, out, n) for one target. Every element, the last partial 16 included
-// (copied into a padded vector), goes through the same vector code, so an element's result does
-// not depend on where a thread's range starts.
-#define TPSERVE_DEFINE_SILU_MUL(target_attribute, name)                                                          \
-  /* 16 elements, in memory (a vector argument would change the ABI between targets) */                          \
-  target_attribute __attribute__((always_inline)) inline void name##16(const float* gate_in, const float* up_in, \
-                                                                       float* out) {                             \
-    Float16 gate, up;                                                                                            \
-    std::memcpy(&gate, gate_in, sizeof(gate));                                                                   \
-    std::memcpy(&up, up_in, sizeof(up));                                                                         \
-    const Float16 x = -gate < -87.0f ? Float16{} - 87.0f : (-gate > 88.7f ? Float16{} + 88.7f : -gate);          \
-    const Float16 fx = x * 1.44269504088896341f + 0.5f;                                                          \
-    Float16 whole = __builtin_convertvector(__builtin_convertvector(fx, Int16), Float16);                        \
-    whole = whole > fx ? whole - 1.0f : whole; /* floor */                                                       \
-    const Float16 r = x - whole * 0.693359375f - whole * -2.12194440e-4f;                                        \
-    Float16 y = 1.9875691500e-4f * r + 1.3981999507e-3f;                                                         \
-    y = y * r + 8.3334519073e-3f;                                                                                \
-    y = y * r + 4.1665795894e-2f;                                                                                \
-    y = y * r + 1.6666665459e-1f;                                                                                \
-    y = y * r + 5.0000001201e-1f;                                                                                \
-    y = y * r * r + r + 1.0f;                                                                                    \
-    const Int16 exponent = (__builtin_convertvector(whole, Int16) + 127) << 23;                                  \
-    Float16 two_to_n;                                                                                            \
-    std::memcpy(&two_to_n, &exponent, sizeof(two_to_n));                                                         \
-    const Float16 result = gate / (1.0f + y * two_to_n) * up;                                                    \
-    std::memcpy(out, &result, sizeof(result));                                                                   \
-  }                                                                                                              \
-  target_attribute void name(const float* gate, const float* up, float* out, int n) {                            \
-    int i = 0;                                                                                                   \
-    for (; i + 16 <= n; i += 16) name##16(gate + i, up + i, out + i);                                            \
-    if (i < n) {                                                                                                 \
-      float g[16] = {}, u[16] = {}, y[16];                                                                       \
-      std::copy(gate + i, gate + n, g);                                                                          \
-      std::copy(up + i, up + n, u);                                                                              \
-      name##16(g, u, y);                                                                                         \
-      std::copy_n(y, n - i, out + i);                                                                            \
-    }                                                                                                            \
+#define TPSERVE_DEFINE_EXP16(target_attribute, name)                                              \
+  target_attribute __attribute__((always_inline)) inline void name(const float* in, float* out) { \
+    Float16 x;                                                                                    \
+    std::memcpy(&x, in, sizeof(x));                                                               \
+    x = x < -87.0f ? Float16{} - 87.0f : (x > 88.7f ? Float16{} + 88.7f : x);                     \
+    const Float16 fx = x * 1.44269504088896341f + 0.5f;                                           \
+    Float16 whole = __builtin_convertvector(__builtin_convertvector(fx, Int16), Float16);         \
+    whole = whole > fx ? whole - 1.0f : whole; /* floor */                                        \
+    const Float16 r = x - whole * 0.693359375f - whole * -2.12194440e-4f;                         \
+    Float16 y = 1.9875691500e-4f * r + 1.3981999507e-3f;                                          \
+    y = y * r + 8.3334519073e-3f;                                                                 \
+    y = y * r + 4.1665795894e-2f;                                                                 \
+    y = y * r + 1.6666665459e-1f;                                                                 \
+    y = y * r + 5.0000001201e-1f;                                                                 \
+    y = y * r * r + r + 1.0f;                                                                     \
+    const Int16 exponent = (__builtin_convertvector(whole, Int16) + 127) << 23;                   \
+    Float16 two_to_n;                                                                             \
+    std::memcpy(&two_to_n, &exponent, sizeof(two_to_n));                                          \
+    y *= two_to_n;                                                                                \
+    std::memcpy(out, &y, sizeof(y));                                                              \
   }
 
-TPSERVE_DEFINE_SILU_MUL(, SiluMulPortable)
+// Defines SiluMul<suffix> and ExpShifted<suffix> (ops.h's SiluMul and ExpShifted) for one target.
+// Every element, the last partial 16 included (copied into a padded vector), goes through the same
+// vector code, so an element's result does not depend on where a call's range starts.
+
+#define TPSERVE_DEFINE_ELEMENTWISE(target_attribute, suffix)                                     \
+  TPSERVE_DEFINE_EXP16(target_attribute, Exp16##suffix)                                          \
+  target_attribute __attribute__((always_inline)) inline void SiluMul16##suffix(                 \
+      const float* gate_in, const float* up_in, float* out) {                                    \
+    Float16 gate, up, e;                                                                         \
+    std::memcpy(&gate, gate_in, sizeof(gate));                                                   \
+    std::memcpy(&up, up_in, sizeof(up));                                                         \
+    const Float16 minus_gate = -gate;                                                            \
+    Exp16##suffix(reinterpret_cast<const float*>(&minus_gate), reinterpret_cast<float*>(&e));    \
+    const Float16 result = gate / (1.0f + e) * up;                                               \
+    std::memcpy(out, &result, sizeof(result));                                                   \
+  }                                                                                              \
+  target_attribute void SiluMul##suffix(const float* gate, const float* up, float* out, int n) { \
+    int i = 0;                                                                                   \
+    for (; i + 16 <= n; i += 16) SiluMul16##suffix(gate + i, up + i, out + i);                   \
+    if (i < n) {                                                                                 \
+      float g[16] = {}, u[16] = {}, y[16];                                                       \
+      std::copy(gate + i, gate + n, g);                                                          \
+      std::copy(up + i, up + n, u);                                                              \
+      SiluMul16##suffix(g, u, y);                                                                \
+      std::copy_n(y, n - i, out + i);                                                            \
+    }                                                                                            \
+  }                                                                                              \
+  /* x[i] = exp(x[i] - shift) */                                                                 \
+  target_attribute void ExpShifted##suffix(float* x, int n, float shift) {                       \
+    int i = 0;                                                                                   \
+    for (; i + 16 <= n; i += 16) {                                                               \
+      Float16 v;                                                                                 \
+      std::memcpy(&v, x + i, sizeof(v));                                                         \
+      v -= shift;                                                                                \
+      Exp16##suffix(reinterpret_cast<const float*>(&v), x + i);                                  \
+    }                                                                                            \
+    if (i < n) {                                                                                 \
+      float v[16] = {};                                                                          \
+      for (int j = 0; j < n - i; ++j) v[j] = x[i + j] - shift;                                   \
+      Exp16##suffix(v, v);                                                                       \
+      std::copy_n(v, n - i, x + i);                                                              \
+    }                                                                                            \
+  }
+
+TPSERVE_DEFINE_ELEMENTWISE(, Portable)
 #if defined(__x86_64__)
-TPSERVE_DEFINE_SILU_MUL(__attribute__((target("avx512f"))), SiluMulAvx512)
+TPSERVE_DEFINE_ELEMENTWISE(__attribute__((target("avx512f"))), Avx512)
 #endif
-#undef TPSERVE_DEFINE_SILU_MUL
+#undef TPSERVE_DEFINE_ELEMENTWISE
+#undef TPSERVE_DEFINE_EXP16
+
+bool HasAvx512Foundation() {
+#if defined(__x86_64__)
+  static const bool avx512 = __builtin_cpu_supports("avx512f");
+  return avx512;
+#else
+  return false;
+#endif
+}
 
 }  // namespace
 
 void SiluMul(const float* gate, const float* up, float* out, int n) {
 #if defined(__x86_64__)
-  static const bool avx512 = __builtin_cpu_supports("avx512f");
-  if (avx512) return SiluMulAvx512(gate, up, out, n);
+  if (HasAvx512Foundation()) return SiluMulAvx512(gate, up, out, n);
 #endif
   SiluMulPortable(gate, up, out, n);
+}
+
+void ExpShifted(float* x, int n, float shift) {
+#if defined(__x86_64__)
+  if (HasAvx512Foundation()) return ExpShiftedAvx512(x, n, shift);
+#endif
+  ExpShiftedPortable(x, n, shift);
 }
 
 void AddInPlace(float* x, const float* y, int n) {
@@ -103,8 +148,8 @@ std::vector<double> RopeInverseFrequencies(const RopeParams& p) {
       if (wavelen > low_freq_wavelen) {
         f /= p.factor;
       } else {
-        const double smooth = (old_context / wavelen - p.low_freq_factor) /
-                              (p.high_freq_factor - p.low_freq_factor);
+        const double smooth =
+            (old_context / wavelen - p.low_freq_factor) / (p.high_freq_factor - p.low_freq_factor);
         f = (1 - smooth) * f / p.factor + smooth * f;
       }
     }
@@ -163,8 +208,8 @@ float DotLanes(const float* q, const float* k, int d) {
 
 }  // namespace
 
-void AttendOneHead(const float* q, int head, int heads, const KvLayerView& kv, const int32_t* block_table,
-                   int length, float scale, float* out, float* scores) {
+void AttendOneHead(const float* q, int head, int heads, const KvLayerView& kv,
+                   const int32_t* block_table, int length, float scale, float* out, float* scores) {
   const int d = kv.head_dim;
   const int kv_head = head / (heads / kv.kv_heads);
   auto row = [&](const float* base, int position) {
@@ -190,11 +235,9 @@ void AttendOneHead(const float* q, int head, int heads, const KvLayerView& kv, c
     scores[p] = DotLanes(qh, row(kv.keys, p), d) * scale;
     max_score = std::max(max_score, scores[p]);
   }
+  ExpShifted(scores, length, max_score);
   double sum = 0;
-  for (int p = 0; p < length; ++p) {
-    scores[p] = std::exp(scores[p] - max_score);
-    sum += scores[p];
-  }
+  for (int p = 0; p < length; ++p) sum += scores[p];
   const float inv_sum = static_cast<float>(1.0 / sum);
   for (int p = 0; p < length; ++p) scores[p] *= inv_sum;  // the softmax weights
   // out = Σ_p weight_p · v_p, 16 output elements at a time over every position: the 16 sums stay in
@@ -220,7 +263,8 @@ void AttendOneHead(const float* q, int head, int heads, const KvLayerView& kv, c
 
 void AttendOneToken(const float* q, int heads, const KvLayerView& kv, const int32_t* block_table,
                     int length, float scale, float* out, float* scores) {
-  for (int h = 0; h < heads; ++h) AttendOneHead(q, h, heads, kv, block_table, length, scale, out, scores);
+  for (int h = 0; h < heads; ++h)
+    AttendOneHead(q, h, heads, kv, block_table, length, scale, out, scores);
 }
 
 }  // namespace tpserve::cpu

@@ -14,6 +14,9 @@ void RmsNorm(const float* x, const float* weight, float* y, int n, float eps);
 // out[i] = silu(gate[i]) * up[i]
 void SiluMul(const float* gate, const float* up, float* out, int n);
 
+// x[i] = exp(x[i] - shift): the softmax's numerators (relative error ~1e-7; ops.cc).
+void ExpShifted(float* x, int n, float shift);
+
 // x += y
 void AddInPlace(float* x, const float* y, int n);
 

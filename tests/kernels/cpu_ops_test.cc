@@ -145,6 +145,27 @@ TEST(SiluMul, MatchesFloat64AndDoesNotDependOnTheRange) {
   }
 }
 
+// The softmax's numerators: exp(x - shift) against float64, relative, over scores as attention
+// makes them (at most 0 after the shift) and past the clamp; the same bits for any range start.
+TEST(ExpShifted, MatchesFloat64AndDoesNotDependOnTheRange) {
+  std::vector<float> x;
+  for (float v = -100.0f; v <= 3.0f; v += 0.13f) x.push_back(v);
+  const float shift = 2.5f;
+  std::vector<float> y = x;
+  ExpShifted(y.data(), static_cast<int>(y.size()), shift);
+  for (size_t i = 0; i < x.size(); ++i) {
+    const double expected = std::exp(static_cast<double>(x[i] - shift));
+    ASSERT_NEAR(y[i], expected, 1e-6 * expected + 1e-37) << "x " << x[i];
+  }
+  for (int start : {1, 7, 20}) {
+    for (int length : {1, 5, 16, 33}) {
+      std::vector<float> part(x.begin() + start, x.begin() + start + length);
+      ExpShifted(part.data(), length, shift);
+      ASSERT_EQ(0, std::memcmp(part.data(), y.data() + start, length * sizeof(float))) << start << "+" << length;
+    }
+  }
+}
+
 // (kernel, tokens, in, out): every kernel against float64, in the layout the engine gives it.
 class LinearTest : public ::testing::TestWithParam<std::tuple<LinearKernel, int, int, int>> {};
 
