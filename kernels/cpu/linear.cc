@@ -190,8 +190,9 @@ void LinearAmx(const LinearArgs& a, ThreadPool* pool) {
 // row-major weights, through the row kernel on the split rows as halves. Ranges start on
 // multiples of 16 (ForEachRowRange).
 void LinearAvx512Bf16(const LinearArgs& a, ThreadPool* pool) {
-  const size_t tiled_rows =
-      a.layout == WeightLayout::kAmxTiles ? static_cast<size_t>(a.out) / dot::kBlockRows * dot::kBlockRows : 0;
+  const size_t tiled_rows = a.layout == WeightLayout::kAmxTiles
+                                ? static_cast<size_t>(a.out) / dot::kBlockRows * dot::kBlockRows
+                                : 0;
   thread_local std::vector<uint16_t, CacheLineAllocator<uint16_t>> pairs, halves;
   if (tiled_rows > 0) {
     pairs.resize(static_cast<size_t>(a.tokens) * dot::PairRowStride(a.in));
@@ -206,11 +207,13 @@ void LinearAvx512Bf16(const LinearArgs& a, ThreadPool* pool) {
   ForEachRowRange(a, pool, [&](size_t begin, size_t end) {
     const size_t tiled_end = std::min(end, tiled_rows);
     if (begin < tiled_end) {
-      dot::TileRowsAvx512Bf16(a.w, a.in, as_pairs, a.tokens, begin, tiled_end, a.y, static_cast<size_t>(a.out));
+      dot::TileRowsAvx512Bf16(a.w, a.in, as_pairs, a.tokens, begin, tiled_end, a.y,
+                              static_cast<size_t>(a.out));
       AddBias(a, begin, tiled_end);
     }
     const size_t row_major_begin = std::max(begin, tiled_rows);
-    if (row_major_begin < end) DotRows(a, as_halves, 2 * static_cast<size_t>(a.in), dot::Avx512Bf16(), row_major_begin, end);
+    if (row_major_begin < end)
+      DotRows(a, as_halves, 2 * static_cast<size_t>(a.in), dot::Avx512Bf16(), row_major_begin, end);
   });
 }
 
@@ -311,9 +314,12 @@ void ReadWeightRow(const uint16_t* w, int out, int in, WeightLayout layout, int 
 }
 
 void Linear(const LinearArgs& a, ThreadPool* pool, LinearKernel kernel) {
-  if (a.layout == WeightLayout::kAmxTiles && kernel != LinearKernel::kAmx && kernel != LinearKernel::kAvx512Bf16) {
-    std::fprintf(stderr, "tpserve: Linear: weights arranged in tiles need the amx or avx512bf16 kernel, not %s\n",
-                 LinearKernelName(kernel));
+  if (a.layout == WeightLayout::kAmxTiles && kernel != LinearKernel::kAmx &&
+      kernel != LinearKernel::kAvx512Bf16) {
+    std::fprintf(
+        stderr,
+        "tpserve: Linear: weights arranged in tiles need the amx or avx512bf16 kernel, not %s\n",
+        LinearKernelName(kernel));
     std::abort();
   }
   if (kernel == LinearKernel::kAmx && a.layout == WeightLayout::kAmxTiles) {

@@ -19,8 +19,8 @@ namespace tpserve::cpu {
 class ThreadPool;
 
 // How a weight matrix [out, in] is laid out in memory. kAmxTiles (only where in % 32 == 0) stores
-// each full block of 16 rows (outputs) as in / 32 consecutive 1 KiB AMX B tiles, one per chunk of 32
-// inputs: 16 input pairs × 16 outputs × 2, i.e. tile[p][o][e] = W[o][32 chunk + 2p + e]. The AMX
+// each full block of 16 rows (outputs) as in / 32 consecutive 1 KiB AMX B tiles, one per chunk of
+// 32 inputs: 16 input pairs × 16 outputs × 2, i.e. tile[p][o][e] = W[o][32 chunk + 2p + e]. The AMX
 // and AVX-512 BF16 kernels then stream the weights in memory order (for the latter one 64-byte line
 // is one input pair of 16 outputs); rows past the last full block stay row-major.
 enum class WeightLayout { kRowMajor, kAmxTiles };
@@ -53,8 +53,9 @@ enum class LinearKernel {
 // were measured on, its tile path decodes batch 8 17-25% faster and prefills 512 tokens 28-35%
 // faster; at batch 1 it is 4% slower (median of 6 interleaved runs, docs/PERFORMANCE.md). A
 // server batches, so throughput decides.
-inline constexpr LinearKernel kLinearKernels[] = {LinearKernel::kAmx, LinearKernel::kAvx512Bf16, LinearKernel::kAvx512,
-                                                  LinearKernel::kAvx2, LinearKernel::kPortable};
+inline constexpr LinearKernel kLinearKernels[] = {LinearKernel::kAmx, LinearKernel::kAvx512Bf16,
+                                                  LinearKernel::kAvx512, LinearKernel::kAvx2,
+                                                  LinearKernel::kPortable};
 
 // "amx", "avx512bf16", "avx512", "avx2", "portable"
 const char* LinearKernelName(LinearKernel kernel);

@@ -85,19 +85,21 @@ TPSERVE_TARGET_AVX512BF16 void DotRowsAvx512Bf16(const uint16_t* w, size_t rows,
 // 64-bit value, so VDPBF16PS adds w[o][2p]·hi[2p] + w[o][2p+1]·hi[2p+1] to lane 2j and the same
 // with lo to lane 2j + 1. Lane 2j is thus output j's hi sum over the pairs in order, lane 2j + 1
 // its lo sum, and y = hi + lo: no horizontal sums, each weight line loaded once for all the
-// tokens of a pass, and one broadcast per token and pair (one for each of hi and lo ran 15-25%
+// tokens of a pass, and one broadcast per token and pair (one for each of hi and lo ran 12-23%
 // slower at 8 tokens in cache). A lane's sequence does not depend on the number of tokens (n),
 // so batches stay bitwise invariant.
 //
 // One 16-row block (w) against n tokens; out[t * out_stride + o]. One block at a time keeps the
 // weights one sequential stream: two or four blocks side by side (more accumulator chains, each
-// weight line shared by as many) read the LM head at one token at 70-82% of the paired read
-// against 86-93% for one, and ran no faster elsewhere (bench_linear, docs/PERFORMANCE.md).
+// weight line shared by as many) read the LM head at one token at 64-82% of the paired read
+// against 82-93% for one, and ran no faster elsewhere (bench_linear, docs/PERFORMANCE.md).
 template <int n>
-TPSERVE_TARGET_AVX512BF16 void TileBlockAvx512Bf16(const uint16_t* w, int in, const uint16_t* const* x, float* out,
+TPSERVE_TARGET_AVX512BF16 void TileBlockAvx512Bf16(const uint16_t* w, int in,
+                                                   const uint16_t* const* x, float* out,
                                                    size_t out_stride) {
   const __m512i outputs_0_to_7 = _mm512_set_epi32(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0);
-  const __m512i outputs_8_to_15 = _mm512_set_epi32(15, 15, 14, 14, 13, 13, 12, 12, 11, 11, 10, 10, 9, 9, 8, 8);
+  const __m512i outputs_8_to_15 =
+      _mm512_set_epi32(15, 15, 14, 14, 13, 13, 12, 12, 11, 11, 10, 10, 9, 9, 8, 8);
   __m512 first[n], second[n];  // outputs 0-7 and 8-15: lane 2j the hi sum, 2j + 1 the lo sum
   for (int t = 0; t < n; ++t) first[t] = second[t] = _mm512_setzero_ps();
   const int pairs = in / 2;
@@ -117,7 +119,8 @@ TPSERVE_TARGET_AVX512BF16 void TileBlockAvx512Bf16(const uint16_t* w, int in, co
     }
   }
   // Lane 2j + (lane 2j + 1), then the even lanes of both in order: outputs 0-15.
-  const __m512i even_lanes = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+  const __m512i even_lanes =
+      _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
 #pragma GCC unroll 8
   for (int t = 0; t < n; ++t) {
     const __m512 a = _mm512_add_ps(first[t], _mm512_permute_ps(first[t], 0xB1));
@@ -131,16 +134,15 @@ using TileFn = void (*)(const uint16_t*, int, const uint16_t* const*, float*, si
 // Up to eight tokens share a pass over a block: 16 accumulators, and per input pair one weight
 // load, two permutes and 8 broadcasts for 16 VDPBF16PS.
 constexpr int kTilePassTokens = 8;
-constexpr TileFn kTileFns[kTilePassTokens + 1] = {
-    nullptr,
-    TileBlockAvx512Bf16<1>,
-    TileBlockAvx512Bf16<2>,
-    TileBlockAvx512Bf16<3>,
-    TileBlockAvx512Bf16<4>,
-    TileBlockAvx512Bf16<5>,
-    TileBlockAvx512Bf16<6>,
-    TileBlockAvx512Bf16<7>,
-    TileBlockAvx512Bf16<8>};
+constexpr TileFn kTileFns[kTilePassTokens + 1] = {nullptr,
+                                                  TileBlockAvx512Bf16<1>,
+                                                  TileBlockAvx512Bf16<2>,
+                                                  TileBlockAvx512Bf16<3>,
+                                                  TileBlockAvx512Bf16<4>,
+                                                  TileBlockAvx512Bf16<5>,
+                                                  TileBlockAvx512Bf16<6>,
+                                                  TileBlockAvx512Bf16<7>,
+                                                  TileBlockAvx512Bf16<8>};
 
 // 16 (or, masked, fewer) activations: hi = bf16(x) to `hi`, lo = bf16(x - hi) to `lo` (x - hi is exact).
 TPSERVE_TARGET_AVX512BF16 inline void Split16(__mmask16 mask, const float* x, uint16_t* hi, uint16_t* lo) {
@@ -165,17 +167,21 @@ TPSERVE_TARGET_AVX512BF16 void SplitToBf16Avx512(const float* x, int tokens, int
 }
 
 // Token rows of [in / 2][hi pair, lo pair] bf16 (in % 16 == 0), PairRowStride(in) apart.
-TPSERVE_TARGET_AVX512BF16 void SplitToBf16PairsAvx512(const float* x, int tokens, int in, uint16_t* out) {
+TPSERVE_TARGET_AVX512BF16 void SplitToBf16PairsAvx512(const float* x, int tokens, int in,
+                                                      uint16_t* out) {
   // 32-bit elements: pair k of the hi parts (a), then pair k of the lo parts (b), k = 0..7.
-  const __m512i interleave = _mm512_set_epi32(23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+  const __m512i interleave =
+      _mm512_set_epi32(23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
   for (int t = 0; t < tokens; ++t) {
     const float* row = x + static_cast<size_t>(t) * in;
     uint16_t* dst = out + static_cast<size_t>(t) * PairRowStride(in);
     alignas(32) uint16_t hi[16], lo[16];
     for (int i = 0; i < in; i += 16) {
       Split16(static_cast<__mmask16>(0xffff), row + i, hi, lo);
-      const __m512i a = _mm512_castsi256_si512(_mm256_load_si256(reinterpret_cast<const __m256i*>(hi)));
-      const __m512i b = _mm512_castsi256_si512(_mm256_load_si256(reinterpret_cast<const __m256i*>(lo)));
+      const __m512i a =
+          _mm512_castsi256_si512(_mm256_load_si256(reinterpret_cast<const __m256i*>(hi)));
+      const __m512i b =
+          _mm512_castsi256_si512(_mm256_load_si256(reinterpret_cast<const __m256i*>(lo)));
       _mm512_storeu_si512(dst + 2 * i, _mm512_permutex2var_epi32(a, interleave, b));
     }
   }
@@ -197,10 +203,12 @@ const Table<Bf16Fn>& Avx512Bf16() {
 
 void SplitToBf16(const float* x, int tokens, int in, uint16_t* out) { SplitToBf16Avx512(x, tokens, in, out); }
 
-void SplitToBf16Pairs(const float* x, int tokens, int in, uint16_t* out) { SplitToBf16PairsAvx512(x, tokens, in, out); }
+void SplitToBf16Pairs(const float* x, int tokens, int in, uint16_t* out) {
+  SplitToBf16PairsAvx512(x, tokens, in, out);
+}
 
-void TileRowsAvx512Bf16(const uint16_t* w, int in, const uint16_t* x, int tokens, size_t row_begin, size_t row_end,
-                        float* y, size_t y_stride) {
+void TileRowsAvx512Bf16(const uint16_t* w, int in, const uint16_t* x, int tokens, size_t row_begin,
+                        size_t row_end, float* y, size_t y_stride) {
   // Up to eight tokens: one pass over the range, each weight line loaded once for all of them.
   // More: each block is passed over by every group of eight while it is in cache, so the weights
   // stream from memory once.
@@ -223,7 +231,8 @@ const Table<Bf16Fn>& Avx512Bf16() {
 }
 void SplitToBf16(const float*, int, int, uint16_t*) {}
 void SplitToBf16Pairs(const float*, int, int, uint16_t*) {}
-void TileRowsAvx512Bf16(const uint16_t*, int, const uint16_t*, int, size_t, size_t, float*, size_t) {}
+void TileRowsAvx512Bf16(const uint16_t*, int, const uint16_t*, int, size_t, size_t, float*,
+                        size_t) {}
 
 #endif
 

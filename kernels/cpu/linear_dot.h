@@ -58,9 +58,11 @@ void SplitToBf16(const float* x, int tokens, int in, uint16_t* out);
 // eight rows a pass reads shared one set of the L1 cache, and bench_linear at 8 tokens ran 30%
 // slower there than at in = 768.
 constexpr int kBlockRows = 16;
-constexpr size_t PairRowStride(int in) { return 2 * static_cast<size_t>(in) + 32; }
+constexpr size_t PairRowStride(int in) {
+  return 2 * static_cast<size_t>(in) + 32;
+}
 void SplitToBf16Pairs(const float* x, int tokens, int in, uint16_t* out);
-void TileRowsAvx512Bf16(const uint16_t* w, int in, const uint16_t* x, int tokens, size_t row_begin, size_t row_end,
-                        float* y, size_t y_stride);
+void TileRowsAvx512Bf16(const uint16_t* w, int in, const uint16_t* x, int tokens, size_t row_begin,
+                        size_t row_end, float* y, size_t y_stride);
 
 }  // namespace tpserve::cpu::dot

@@ -61,13 +61,20 @@ TPSERVE_SIMD16_INLINE void ExpShiftedBody(float* x, int n, float shift) {
   }
 }
 
-void SiluMulPortable(const float* gate, const float* up, float* out, int n) { SiluMulBody(gate, up, out, n); }
-void ExpShiftedPortable(float* x, int n, float shift) { ExpShiftedBody(x, n, shift); }
-#if defined(__x86_64__)
-__attribute__((target("avx512f"))) void SiluMulAvx512(const float* gate, const float* up, float* out, int n) {
+void SiluMulPortable(const float* gate, const float* up, float* out, int n) {
   SiluMulBody(gate, up, out, n);
 }
-__attribute__((target("avx512f"))) void ExpShiftedAvx512(float* x, int n, float shift) { ExpShiftedBody(x, n, shift); }
+void ExpShiftedPortable(float* x, int n, float shift) {
+  ExpShiftedBody(x, n, shift);
+}
+#if defined(__x86_64__)
+__attribute__((target("avx512f"))) void SiluMulAvx512(const float* gate, const float* up,
+                                                      float* out, int n) {
+  SiluMulBody(gate, up, out, n);
+}
+__attribute__((target("avx512f"))) void ExpShiftedAvx512(float* x, int n, float shift) {
+  ExpShiftedBody(x, n, shift);
+}
 #endif
 
 }  // namespace
@@ -155,9 +162,9 @@ TPSERVE_SIMD16_INLINE float DotLanes(const float* q, const float* k, int d) {
   return simd16::Sum(acc);
 }
 
-TPSERVE_SIMD16_INLINE void AttendOneHeadBody(const float* q, int head, int heads, const KvLayerView& kv,
-                                             const int32_t* block_table, int length, float scale, float* out,
-                                             float* scores) {
+TPSERVE_SIMD16_INLINE void AttendOneHeadBody(const float* q, int head, int heads,
+                                             const KvLayerView& kv, const int32_t* block_table,
+                                             int length, float scale, float* out, float* scores) {
   const int d = kv.head_dim;
   const int kv_head = head / (heads / kv.kv_heads);
   auto row = [&](const float* base, int position) {
@@ -210,24 +217,28 @@ TPSERVE_SIMD16_INLINE void AttendOneHeadBody(const float* q, int head, int heads
   }
 }
 
-void AttendOneHeadPortable(const float* q, int head, int heads, const KvLayerView& kv, const int32_t* block_table,
-                           int length, float scale, float* out, float* scores) {
+void AttendOneHeadPortable(const float* q, int head, int heads, const KvLayerView& kv,
+                           const int32_t* block_table, int length, float scale, float* out,
+                           float* scores) {
   AttendOneHeadBody(q, head, heads, kv, block_table, length, scale, out, scores);
 }
 #if defined(__x86_64__)
 __attribute__((target("avx512f"))) void AttendOneHeadAvx512(const float* q, int head, int heads,
-                                                             const KvLayerView& kv, const int32_t* block_table,
-                                                             int length, float scale, float* out, float* scores) {
+                                                            const KvLayerView& kv,
+                                                            const int32_t* block_table, int length,
+                                                            float scale, float* out,
+                                                            float* scores) {
   AttendOneHeadBody(q, head, heads, kv, block_table, length, scale, out, scores);
 }
 #endif
 
 }  // namespace
 
-void AttendOneHead(const float* q, int head, int heads, const KvLayerView& kv, const int32_t* block_table,
-                   int length, float scale, float* out, float* scores) {
+void AttendOneHead(const float* q, int head, int heads, const KvLayerView& kv,
+                   const int32_t* block_table, int length, float scale, float* out, float* scores) {
 #if defined(__x86_64__)
-  if (HasAvx512Foundation()) return AttendOneHeadAvx512(q, head, heads, kv, block_table, length, scale, out, scores);
+  if (HasAvx512Foundation())
+    return AttendOneHeadAvx512(q, head, heads, kv, block_table, length, scale, out, scores);
 #endif
   AttendOneHeadPortable(q, head, heads, kv, block_table, length, scale, out, scores);
 }

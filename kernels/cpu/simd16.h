@@ -10,9 +10,10 @@
 #include <cstdint>
 #include <cstring>
 
-// GCC and Clang warn, here and wherever they are used, that a 64-byte vector argument or return value is
-// passed differently with and without AVX-512; these functions are always inlined, so none crosses
-// a call. (Left off for the rest of the file that includes this header: it is about the ABI only.)
+// GCC and Clang warn, here and wherever they are used, that a 64-byte vector argument or return
+// value is passed differently with and without AVX-512; these functions are always inlined, so none
+// crosses a call. (Left off for the rest of the file that includes this header: it is about the ABI
+// only.)
 #if defined(__clang__)
 #pragma clang diagnostic ignored "-Wpsabi"
 #elif defined(__GNUC__)
@@ -33,7 +34,9 @@ TPSERVE_SIMD16_INLINE Float16 Load(const float* p) {
   return v;
 }
 
-TPSERVE_SIMD16_INLINE void Store(float* p, Float16 v) { std::memcpy(p, &v, sizeof(v)); }
+TPSERVE_SIMD16_INLINE void Store(float* p, Float16 v) {
+  std::memcpy(p, &v, sizeof(v));
+}
 
 // exp of 16 floats: Cephes' expf (x = n ln 2 + r, a degree-5 polynomial in r, 2^n built in the
 // exponent bits; relative error ~1e-7), the argument clamped to [-87, 88.7] so that 2^n stays a

@@ -140,7 +140,8 @@ TEST(SiluMul, MatchesFloat64AndDoesNotDependOnTheRange) {
     for (int length : {1, 3, 16, 31}) {
       std::vector<float> part(length);
       SiluMul(gate.data() + start, up.data() + start, part.data(), length);
-      ASSERT_EQ(0, std::memcmp(part.data(), out.data() + start, length * sizeof(float))) << start << "+" << length;
+      ASSERT_EQ(0, std::memcmp(part.data(), out.data() + start, length * sizeof(float)))
+          << start << "+" << length;
     }
   }
 }
@@ -161,7 +162,8 @@ TEST(ExpShifted, MatchesFloat64AndDoesNotDependOnTheRange) {
     for (int length : {1, 5, 16, 33}) {
       std::vector<float> part(x.begin() + start, x.begin() + start + length);
       ExpShifted(part.data(), length, shift);
-      ASSERT_EQ(0, std::memcmp(part.data(), y.data() + start, length * sizeof(float))) << start << "+" << length;
+      ASSERT_EQ(0, std::memcmp(part.data(), y.data() + start, length * sizeof(float)))
+          << start << "+" << length;
     }
   }
 }
@@ -232,10 +234,11 @@ INSTANTIATE_TEST_SUITE_P(LargeShapes, LinearTest,
                                            std::make_tuple(LinearKernel::kAmx, 8, 2048, 80),
                                            std::make_tuple(LinearKernel::kAvx512, 140, 64, 48),
                                            std::make_tuple(LinearKernel::kAvx512Bf16, 37, 300, 33),
-                                           std::make_tuple(LinearKernel::kAvx512Bf16, 140, 1024, 48),
+                                           std::make_tuple(LinearKernel::kAvx512Bf16, 140, 1024,
+                                                           48),
                                            // Tile layout: eight tokens a pass, then the rest (37 =
-                                           // 4 x 8 + 5), a row-major tail of 4 rows; in = 2048 as in
-                                           // the default model's down projection.
+                                           // 4 x 8 + 5), a row-major tail of 4 rows; in = 2048 as
+                                           // in the default model's down projection.
                                            std::make_tuple(LinearKernel::kAvx512Bf16, 37, 2048, 84),
                                            std::make_tuple(LinearKernel::kAvx512Bf16, 8, 768, 96),
                                            std::make_tuple(LinearKernel::kAvx2, 37, 300, 33),
