@@ -87,8 +87,8 @@ double MeasurePeak(ThreadPool* pool, Loop loop, int chains, int flops_per_instru
       for (size_t t = begin; t < end; ++t) sink = sink + loop(kIterations);
     });
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    samples.push_back(static_cast<double>(threads) * kIterations * chains * flops_per_instruction / seconds *
-                      1e-9);
+    samples.push_back(static_cast<double>(threads) * kIterations * chains * flops_per_instruction /
+                      seconds * 1e-9);
   }
   return *std::max_element(samples.begin(), samples.end());
 }

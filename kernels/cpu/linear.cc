@@ -161,6 +161,12 @@ void ForEachRowRange(const LinearArgs& a, ThreadPool* pool, const Rows& rows) {
   }
 }
 
+// Rows [0, RowsInFullTiles(out)) of a kAmxTiles matrix are arranged in tiles; the rest are
+// row-major.
+size_t RowsInFullTiles(int out) {
+  return static_cast<size_t>(out) / amx::kTileRows * amx::kTileRows;
+}
+
 // The AMX path: activations packed once by the caller, then 16-output tiles split among the pool.
 // A last partial tile (out % 16 rows, row-major) goes through the AVX-512 kernel.
 void LinearAmx(const LinearArgs& a, ThreadPool* pool) {
@@ -169,7 +175,7 @@ void LinearAmx(const LinearArgs& a, ThreadPool* pool) {
   thread_local amx::PackedActivations scratch;
   const amx::PackedActivations& packed = scratch;
   amx::Pack(a.x, a.tokens, a.in, &scratch);
-  const size_t full_rows = static_cast<size_t>(a.out) / amx::kTileRows * amx::kTileRows;
+  const size_t full_rows = RowsInFullTiles(a.out);
   const size_t units = (static_cast<size_t>(a.out) + amx::kTileRows - 1) / amx::kTileRows;
   auto rows = [&](size_t unit_begin, size_t unit_end) {
     const size_t begin = unit_begin * amx::kTileRows;
@@ -190,9 +196,7 @@ void LinearAmx(const LinearArgs& a, ThreadPool* pool) {
 // row-major weights, through the row kernel on the split rows as halves. Ranges start on
 // multiples of 16 (ForEachRowRange).
 void LinearAvx512Bf16(const LinearArgs& a, ThreadPool* pool) {
-  const size_t tiled_rows = a.layout == WeightLayout::kAmxTiles
-                                ? static_cast<size_t>(a.out) / dot::kBlockRows * dot::kBlockRows
-                                : 0;
+  const size_t tiled_rows = a.layout == WeightLayout::kAmxTiles ? RowsInFullTiles(a.out) : 0;
   thread_local std::vector<uint16_t, CacheLineAllocator<uint16_t>> pairs, halves;
   if (tiled_rows > 0) {
     pairs.resize(static_cast<size_t>(a.tokens) * dot::PairRowStride(a.in));
@@ -304,8 +308,7 @@ void ArrangeWeights(uint16_t* w, int out, int in, WeightLayout layout) {
 }
 
 void ReadWeightRow(const uint16_t* w, int out, int in, WeightLayout layout, int row, float* dst) {
-  const int full_rows = out / amx::kTileRows * amx::kTileRows;
-  if (layout == WeightLayout::kRowMajor || row >= full_rows) {
+  if (layout == WeightLayout::kRowMajor || static_cast<size_t>(row) >= RowsInFullTiles(out)) {
     ConvertElements(w + static_cast<size_t>(row) * in, DType::kBF16, dst, DType::kF32, in);
     return;
   }
@@ -342,7 +345,8 @@ void Linear(const LinearArgs& a, ThreadPool* pool, LinearKernel kernel) {
   const float* x = a.x;
   size_t x_stride = a.in;
   if (kernel != LinearKernel::kPortable &&
-      (reinterpret_cast<uintptr_t>(a.x) % 64 != 0 || (a.tokens > 1 && stride != static_cast<size_t>(a.in)))) {
+      (reinterpret_cast<uintptr_t>(a.x) % 64 != 0 ||
+       (a.tokens > 1 && stride != static_cast<size_t>(a.in)))) {
     thread_local std::vector<float, CacheLineAllocator<float>> aligned;
     aligned.resize(static_cast<size_t>(a.tokens) * stride);
     for (int t = 0; t < a.tokens; ++t) {
@@ -351,7 +355,8 @@ void Linear(const LinearArgs& a, ThreadPool* pool, LinearKernel kernel) {
     x = aligned.data();
     x_stride = stride;
   }
-  ForEachRowRange(a, pool, [&](size_t begin, size_t end) { DotRows(a, x, x_stride, table, begin, end); });
+  ForEachRowRange(a, pool,
+                  [&](size_t begin, size_t end) { DotRows(a, x, x_stride, table, begin, end); });
 }
 
 }  // namespace tpserve::cpu

@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "kernels/cpu/linear_amx.h"
 #include "kernels/cpu/linear_dot.h"
 #include "kernels/cpu/x86_intrinsics.h"
 
@@ -114,7 +115,7 @@ TPSERVE_TARGET_AVX512BF16 void TileBlockAvx512Bf16(const uint16_t* w, int in,
   for (int t = 0; t < n; ++t) first[t] = second[t] = _mm512_setzero_ps();
   const int pairs = in / 2;
   for (int p = 0; p < pairs; ++p) {
-    const uint16_t* line = w + 2 * kBlockRows * static_cast<size_t>(p);
+    const uint16_t* line = w + 2 * amx::kTileRows * static_cast<size_t>(p);
     PrefetchWeights(reinterpret_cast<const char*>(line) + kPrefetchBytes);
     const __m512i wp = _mm512_loadu_si512(line);
     const __m512bh w_first = AsBf16(_mm512_permutexvar_epi32(outputs_0_to_7, wp));
@@ -154,12 +155,17 @@ constexpr TileFn kTileFns[kTilePassTokens + 1] = {nullptr,
                                                   TileBlockAvx512Bf16<7>,
                                                   TileBlockAvx512Bf16<8>};
 
-// 16 (or, masked, fewer) activations: hi = bf16(x) to `hi`, lo = bf16(x - hi) to `lo` (x - hi is exact).
+// 16 activations split: hi = bf16(v), lo = bf16(v - hi) (v - hi is exact).
+TPSERVE_TARGET_AVX512BF16 inline void SplitBits16(__m512 v, __m256i* hi, __m256i* lo) {
+  *hi = reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(v));
+  const __m512 hi_f32 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(*hi), 16));
+  *lo = reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(_mm512_sub_ps(v, hi_f32)));
+}
+
+// 16 (or, masked, fewer) activations: hi to `hi`, lo to `lo`.
 TPSERVE_TARGET_AVX512BF16 inline void Split16(__mmask16 mask, const float* x, uint16_t* hi, uint16_t* lo) {
-  const __m512 v = _mm512_maskz_loadu_ps(mask, x);
-  const __m256i hi_bits = reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(v));
-  const __m512 hi_f32 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(hi_bits), 16));
-  const __m256i lo_bits = reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(_mm512_sub_ps(v, hi_f32)));
+  __m256i hi_bits, lo_bits;
+  SplitBits16(_mm512_maskz_loadu_ps(mask, x), &hi_bits, &lo_bits);
   _mm256_mask_storeu_epi16(hi, mask, hi_bits);
   _mm256_mask_storeu_epi16(lo, mask, lo_bits);
 }
@@ -185,13 +191,10 @@ TPSERVE_TARGET_AVX512BF16 void SplitToBf16PairsAvx512(const float* x, int tokens
   for (int t = 0; t < tokens; ++t) {
     const float* row = x + static_cast<size_t>(t) * in;
     uint16_t* dst = out + static_cast<size_t>(t) * PairRowStride(in);
-    alignas(32) uint16_t hi[16], lo[16];
     for (int i = 0; i < in; i += 16) {
-      Split16(static_cast<__mmask16>(0xffff), row + i, hi, lo);
-      const __m512i a =
-          _mm512_castsi256_si512(_mm256_load_si256(reinterpret_cast<const __m256i*>(hi)));
-      const __m512i b =
-          _mm512_castsi256_si512(_mm256_load_si256(reinterpret_cast<const __m256i*>(lo)));
+      __m256i hi, lo;
+      SplitBits16(_mm512_loadu_ps(row + i), &hi, &lo);
+      const __m512i a = _mm512_castsi256_si512(hi), b = _mm512_castsi256_si512(lo);
       _mm512_storeu_si512(dst + 2 * i, _mm512_permutex2var_epi32(a, interleave, b));
     }
   }
@@ -222,7 +225,7 @@ void TileRowsAvx512Bf16(const uint16_t* w, int in, const uint16_t* x, int tokens
   // Up to eight tokens: one pass over the range, each weight line loaded once for all of them.
   // More: each block is passed over by every group of eight while it is in cache, so the weights
   // stream from memory once.
-  for (size_t row = row_begin; row < row_end; row += kBlockRows) {
+  for (size_t row = row_begin; row < row_end; row += amx::kTileRows) {
     for (int t0 = 0; t0 < tokens; t0 += kTilePassTokens) {
       const int n = std::min(kTilePassTokens, tokens - t0);
       const uint16_t* rows[kTilePassTokens];

@@ -51,13 +51,12 @@ const Table<Bf16Fn>& Avx512Bf16();
 void SplitToBf16(const float* x, int tokens, int in, uint16_t* out);
 
 // The same kernel's tile path, on weights in WeightLayout::kAmxTiles (16-row blocks of input
-// pairs; in % 32 == 0): outputs [row_begin, row_end) (whole blocks of kBlockRows) of `tokens`
+// pairs; in % 32 == 0): outputs [row_begin, row_end) (whole blocks of amx::kTileRows) of `tokens`
 // activation rows into y[t * y_stride + row]. x: SplitToBf16Pairs's rows, PairRowStride(in)
 // apart, each [in / 2 pairs][hi pair, lo pair] bf16. A row is padded by one cache line so that a
 // batch's rows do not all start at the same offset in a 4 KiB page: at in = 2048 they did, the
 // eight rows a pass reads shared one set of the L1 cache, and bench_linear at 8 tokens ran 30%
 // slower there than at in = 768.
-constexpr int kBlockRows = 16;
 constexpr size_t PairRowStride(int in) {
   return 2 * static_cast<size_t>(in) + 32;
 }

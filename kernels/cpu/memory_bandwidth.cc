@@ -116,6 +116,8 @@ PairedRead::PairedRead(size_t bytes, int threads)
 
 PairedRead::~PairedRead() = default;
 
-double PairedRead::Seconds() { return TimeRead(buffer_.data(), buffer_.size(), pool_.get()); }
+double PairedRead::Seconds() {
+  return TimeRead(buffer_.data(), buffer_.size(), pool_.get());
+}
 
 }  // namespace tpserve::cpu

@@ -1,10 +1,9 @@
 // Vector code written once, with GCC's vector extensions, and compiled per instruction set: the
 // functions here are always inlined, and a function inlines into a caller whose instruction set
 // includes its own, so a caller with __attribute__((target("avx512f"))) gets one AVX-512
-// instruction per operation on 16 floats and a plain caller four SSE ones. Vectors pass through
-// memory at function boundaries (a vector argument would change the ABI between the targets).
-// What differs between the two: AVX-512 fuses a * b + c into one rounding, SSE rounds twice; a
-// process picks one and keeps it (HasAvx512Foundation), so its results do not depend on the call.
+// instruction per operation on 16 floats and a plain caller four SSE ones. What differs between
+// the two: AVX-512 fuses a * b + c into one rounding, SSE rounds twice; a process picks one and
+// keeps it (HasAvx512Foundation), so its results do not depend on the call.
 #pragma once
 
 #include <cstdint>
