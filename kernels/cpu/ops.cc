@@ -211,23 +211,32 @@ TPSERVE_SIMD16_INLINE void AttendOneHeadBody(const float* q, int head, int heads
   for (int p = 0; p < length; ++p) sum += scores[p];
   const float inv_sum = static_cast<float>(1.0 / sum);
   for (int p = 0; p < length; ++p) scores[p] *= inv_sum;  // the softmax weights
-  // out = Σ_p weight_p · v_p, 16 output elements at a time over every position: the 16 sums stay in
-  // a register (the whole head_dim row in memory made each position wait on the last one's stores).
+  // out = Σ_p weight_p · v_p, 64 output elements (four 16-lane sums in registers) at a time over
+  // every position: each element's sum runs over the positions in order, in a register (the whole
+  // head_dim row in memory made each position wait on the last one's stores), and four chains
+  // side by side hide the adds' latency (one 16-lane chain a pass took 0.1 us of a head's 0.5).
   float* oh = out + head * d;
-  for (int i0 = 0; i0 < d; i0 += 16) {
+  constexpr int kVectors = 4;
+  for (int i0 = 0; i0 < d; i0 += 16 * kVectors) {
     const bool first_pass = i0 == 0;  // later passes find the rows in cache
-    if (i0 + 16 <= d) {
-      Float16 acc = {};
-      ForEachHeadRow(kv.values, kv, kv_head, block_table, length, first_pass,
-                     [&](int p, const float* v) { acc += scores[p] * simd16::Load(v + i0); });
-      simd16::Store(oh + i0, acc);
-    } else {
-      float acc[16] = {};
+    const int width = std::min(16 * kVectors, d - i0);
+    if (width % 16 == 0) {
+      Float16 acc[kVectors] = {};
+      const int vectors = width / 16;
       ForEachHeadRow(kv.values, kv, kv_head, block_table, length, first_pass,
                      [&](int p, const float* v) {
-                       for (int j = 0; j < d - i0; ++j) acc[j] += scores[p] * v[i0 + j];
+                       for (int j = 0; j < kVectors; ++j) {
+                         if (j < vectors) acc[j] += scores[p] * simd16::Load(v + i0 + 16 * j);
+                       }
                      });
-      std::copy_n(acc, d - i0, oh + i0);
+      for (int j = 0; j < vectors; ++j) simd16::Store(oh + i0 + 16 * j, acc[j]);
+    } else {
+      float acc[16 * kVectors] = {};
+      ForEachHeadRow(kv.values, kv, kv_head, block_table, length, first_pass,
+                     [&](int p, const float* v) {
+                       for (int j = 0; j < width; ++j) acc[j] += scores[p] * v[i0 + j];
+                     });
+      std::copy_n(acc, width, oh + i0);
     }
   }
 }
