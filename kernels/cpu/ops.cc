@@ -9,13 +9,6 @@
 
 namespace tpserve::cpu {
 
-void RmsNorm(const float* x, const float* weight, float* y, int n, float eps) {
-  double sum_sq = 0;
-  for (int i = 0; i < n; ++i) sum_sq += static_cast<double>(x[i]) * x[i];
-  const float scale = static_cast<float>(1.0 / std::sqrt(sum_sq / n + eps));
-  for (int i = 0; i < n; ++i) y[i] = x[i] * scale * weight[i];
-}
-
 namespace {
 
 using simd16::Float16;
@@ -61,6 +54,36 @@ TPSERVE_SIMD16_INLINE void ExpShiftedBody(float* x, int n, float shift) {
   }
 }
 
+// The sum of squares in float64, 16 elements a step into two 8-lane sums, then the lanes in order
+// and the last n % 16 elements one by one. (One running sum was a chain of n dependent adds: 0.75
+// us a row of the default model, 6 us a call at batch 8, on the thread the pool waits for.)
+TPSERVE_SIMD16_INLINE void RmsNormBody(const float* x, const float* weight, float* y, int n,
+                                       float eps) {
+  using Double8 = double __attribute__((vector_size(64)));
+  Double8 low = {}, high = {};
+  int i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const Float16 v = simd16::Load(x + i);
+    const Double8 a = __builtin_convertvector(__builtin_shufflevector(v, v, 0, 1, 2, 3, 4, 5, 6, 7), Double8);
+    const Double8 b =
+        __builtin_convertvector(__builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15), Double8);
+    low += a * a;
+    high += b * b;
+  }
+  const Double8 lanes = low + high;
+  double sum_sq = 0;
+  for (int j = 0; j < 8; ++j) sum_sq += lanes[j];
+  for (int j = i; j < n; ++j) sum_sq += static_cast<double>(x[j]) * x[j];
+  const float scale = static_cast<float>(1.0 / std::sqrt(sum_sq / n + eps));
+  for (i = 0; i + 16 <= n; i += 16) {
+    simd16::Store(y + i, simd16::Load(x + i) * scale * simd16::Load(weight + i));
+  }
+  for (; i < n; ++i) y[i] = x[i] * scale * weight[i];
+}
+
+void RmsNormPortable(const float* x, const float* weight, float* y, int n, float eps) {
+  RmsNormBody(x, weight, y, n, eps);
+}
 void SiluMulPortable(const float* gate, const float* up, float* out, int n) {
   SiluMulBody(gate, up, out, n);
 }
@@ -68,6 +91,10 @@ void ExpShiftedPortable(float* x, int n, float shift) {
   ExpShiftedBody(x, n, shift);
 }
 #if defined(__x86_64__)
+__attribute__((target("avx512f"))) void RmsNormAvx512(const float* x, const float* weight, float* y,
+                                                      int n, float eps) {
+  RmsNormBody(x, weight, y, n, eps);
+}
 __attribute__((target("avx512f"))) void SiluMulAvx512(const float* gate, const float* up,
                                                       float* out, int n) {
   SiluMulBody(gate, up, out, n);
@@ -78,6 +105,13 @@ __attribute__((target("avx512f"))) void ExpShiftedAvx512(float* x, int n, float 
 #endif
 
 }  // namespace
+
+void RmsNorm(const float* x, const float* weight, float* y, int n, float eps) {
+#if defined(__x86_64__)
+  if (HasAvx512Foundation()) return RmsNormAvx512(x, weight, y, n, eps);
+#endif
+  RmsNormPortable(x, weight, y, n, eps);
+}
 
 void SiluMul(const float* gate, const float* up, float* out, int n) {
 #if defined(__x86_64__)

@@ -109,6 +109,25 @@ TEST(Attention, MatchesNaiveSoftmaxOverPagedBlocks) {
   }
 }
 
+// Rows long enough for the 16-element steps, with a tail (n % 16 != 0) and without, against the
+// definition in float64.
+TEST(RmsNorm, LongRowsMatchTheFloat64Definition) {
+  std::mt19937 random(11);
+  std::normal_distribution<float> normal(0.0f, 3.0f);
+  for (int n : {16, 768, 775, 4099}) {
+    std::vector<float> x(n), w(n), y(n);
+    for (int i = 0; i < n; ++i) x[i] = normal(random), w[i] = 1.0f + 0.1f * normal(random);
+    RmsNorm(x.data(), w.data(), y.data(), n, 1e-5f);
+    double sum_sq = 0;
+    for (float v : x) sum_sq += static_cast<double>(v) * v;
+    const double inv_rms = 1.0 / std::sqrt(sum_sq / n + 1e-5);
+    for (int i = 0; i < n; ++i) {
+      const double want = x[i] * inv_rms * w[i];
+      ASSERT_NEAR(y[i], want, 1e-6 * std::abs(want) + 1e-7) << "n " << n << " element " << i;
+    }
+  }
+}
+
 TEST(RmsNorm, MatchesDefinition) {
   float x[4] = {1, -2, 3, -4}, w[4] = {1, 0.5f, 2, 1}, y[4];
   RmsNorm(x, w, y, 4, 1e-5f);
