@@ -1,9 +1,11 @@
 #include "engine/step/sampler.h"
 
 #include "common/splitmix64.h"
+#include "kernels/cpu/simd16.h"
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <numeric>
 
 namespace tpserve {
@@ -40,12 +42,11 @@ namespace {
 // `banned` is empty (nothing banned) or has one flag per vocabulary id.
 bool IsBanned(const std::vector<bool>& banned, int id) { return !banned.empty() && banned[id]; }
 
-// The largest logit's id (lowest id on ties), skipping banned ids; NaN logits never win.
-int32_t GreedyId(std::span<const float> logits, const std::vector<bool>& banned) {
-  auto banned_id = [&](int id) { return IsBanned(banned, id); };
+// The largest logit of a row and the first id it is at: -1 if no logit is above -inf.
+// The portable pass: the compiler vectorizes the maximum, then a scalar search for its position
+// (half the vocabulary on average).
+int32_t FirstLargestPortable(std::span<const float> logits) {
   const int vocab = static_cast<int>(logits.size());
-  // Two passes that the compiler vectorizes: the largest logit, then its first position.
-  // ~10x faster than one branchy pass over a 128k vocabulary.
   float lanes[16];
   std::fill(std::begin(lanes), std::end(lanes), -INFINITY);
   int i = 0;
@@ -55,9 +56,98 @@ int32_t GreedyId(std::span<const float> logits, const std::vector<bool>& banned)
   float best_value = -INFINITY;
   for (; i < vocab; ++i) best_value = logits[i] > best_value ? logits[i] : best_value;
   for (float lane : lanes) best_value = lane > best_value ? lane : best_value;
+  if (best_value == -INFINITY) return -1;
   int best = 0;
-  while (best < vocab && logits[best] != best_value) ++best;
-  if (best == vocab || banned_id(best)) {  // all NaN/-inf, or the winner is banned
+  while (logits[best] != best_value) ++best;
+  return best;
+}
+
+// One pass on 16-float vectors (simd16.h): each lane keeps its largest logit and the first id it
+// saw it at (a strict > keeps the first; NaN is never greater); then the lanes (the largest value,
+// the lowest id among equals) and the last vocab % 16 ids where strictly greater. 6.5 us a 128k
+// row with AVX-512 against 50-65 for the portable pass, whose position search is most of it (on a
+// 2-vCPU AMD EPYC; 8 rows a step at batch 8). Without AVX2 the 64-byte vectors would be split
+// into scalars: that CPU takes the portable pass.
+TPSERVE_SIMD16_INLINE int32_t FirstLargestBody(std::span<const float> logits) {
+  using cpu::simd16::Float16;
+  using cpu::simd16::Int16;
+  const int vocab = static_cast<int>(logits.size());
+  const Int16 lane_offsets = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+  Float16 lanes_max = Float16{} - INFINITY;
+  Int16 lanes_id = Int16{} - 1;
+  int i = 0;
+  for (; i + 16 <= vocab; i += 16) {
+    const Float16 v = cpu::simd16::Load(&logits[i]);
+    const Int16 greater = v > lanes_max;
+    lanes_max = greater ? v : lanes_max;
+    lanes_id = greater ? lane_offsets + i : lanes_id;
+  }
+  float lane_max[16];
+  int32_t lane_id[16];
+  std::memcpy(lane_max, &lanes_max, sizeof(lane_max));
+  std::memcpy(lane_id, &lanes_id, sizeof(lane_id));
+  int best = -1;
+  float best_value = -INFINITY;
+  for (int k = 0; k < 16; ++k) {
+    const bool better = lane_max[k] > best_value || (lane_max[k] == best_value && lane_id[k] < best);
+    if (lane_id[k] >= 0 && (best < 0 || better)) {
+      best = lane_id[k];
+      best_value = lane_max[k];
+    }
+  }
+  for (; i < vocab; ++i) {
+    if (logits[i] > best_value) {
+      best = i;
+      best_value = logits[i];
+    }
+  }
+  return best;
+}
+
+#if defined(__x86_64__)
+__attribute__((target("avx512f"))) int32_t FirstLargestAvx512(std::span<const float> logits) {
+  return FirstLargestBody(logits);
+}
+__attribute__((target("avx2"))) int32_t FirstLargestAvx2(std::span<const float> logits) {
+  return FirstLargestBody(logits);
+}
+#endif
+
+bool HasAvx512() {
+#if defined(__x86_64__)
+  static const bool avx512 = __builtin_cpu_supports("avx512f");
+  return avx512;
+#else
+  return false;
+#endif
+}
+bool HasAvx2() {
+#if defined(__x86_64__)
+  static const bool avx2 = __builtin_cpu_supports("avx2");
+  return avx2;
+#else
+  return false;
+#endif
+}
+
+int32_t FirstLargest(std::span<const float> logits) {
+#if defined(__x86_64__)
+  if (HasAvx512()) return FirstLargestAvx512(logits);
+  if (HasAvx2()) return FirstLargestAvx2(logits);
+#endif
+  return FirstLargestPortable(logits);
+}
+
+// The largest logit's id (lowest id on ties), skipping banned ids; NaN logits never win.
+int32_t GreedyId(std::span<const float> logits, const std::vector<bool>& banned) {
+  auto banned_id = [&](int id) { return IsBanned(banned, id); };
+  const int vocab = static_cast<int>(logits.size());
+  int best = FirstLargest(logits);
+  if (best < 0) {  // nothing above -inf: the first -inf, if any
+    best = 0;
+    while (best < vocab && logits[best] != -INFINITY) ++best;
+  }
+  if (best == vocab || banned_id(best)) {  // all NaN, or the winner is banned
     best = -1;
     for (int id = 0; id < vocab; ++id) {
       if (!banned_id(id) && (best < 0 || logits[id] > logits[best])) best = id;
@@ -127,6 +217,24 @@ int32_t Draw(std::span<const float> logits, const SamplingParams& params, const 
 }
 
 }  // namespace
+
+bool ArgmaxPathAvailable(ArgmaxPath path) {
+  switch (path) {
+    case ArgmaxPath::kBest:
+    case ArgmaxPath::kPortable: return true;
+    case ArgmaxPath::kAvx2: return HasAvx2();
+    case ArgmaxPath::kAvx512: return HasAvx512();
+  }
+  return false;
+}
+
+int32_t FirstLargestLogit(std::span<const float> logits, ArgmaxPath path) {
+#if defined(__x86_64__)
+  if (path == ArgmaxPath::kAvx512 && HasAvx512()) return FirstLargestAvx512(logits);
+  if (path == ArgmaxPath::kAvx2 && HasAvx2()) return FirstLargestAvx2(logits);
+#endif
+  return path == ArgmaxPath::kBest ? FirstLargest(logits) : FirstLargestPortable(logits);
+}
 
 SampledToken SampleToken(std::span<const float> logits, const SamplingParams& params,
                          std::span<const int32_t> banned, uint64_t draw) {

@@ -57,4 +57,11 @@ bool IsStopToken(const SamplingParams& params, std::span<const int> eos_ids, int
 SampledToken SampleToken(std::span<const float> logits, const SamplingParams& params,
                          std::span<const int32_t> banned, uint64_t draw);
 
+// Greedy's search, for its tests: the first id of the largest logit above -inf (-1 if none), by
+// the instruction set named (kBest: what SampleToken uses on this CPU). kAvx2 and kAvx512 only
+// where the CPU has them.
+enum class ArgmaxPath { kBest, kPortable, kAvx2, kAvx512 };
+bool ArgmaxPathAvailable(ArgmaxPath path);
+int32_t FirstLargestLogit(std::span<const float> logits, ArgmaxPath path);
+
 }  // namespace tpserve

@@ -2,7 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <random>
 #include <set>
 
 namespace tpserve {
@@ -37,6 +40,77 @@ TEST(Sampler, GreedyPicksArgmaxAndHonoursBans) {
   EXPECT_EQ(sampler.Sample(kLogits, {}).id, 1);
   const std::vector<int32_t> banned = {1};
   EXPECT_EQ(sampler.Sample(kLogits, {}, banned).id, 4);
+}
+
+// Greedy over a Llama-3-sized vocabulary (16-id lanes and a tail) against a plain scan: the first
+// id of the largest non-NaN logit that is not banned. Ties across lanes, a maximum in the tail,
+// a tie between the lanes and the tail, NaNs, a banned maximum.
+TEST(Sampler, GreedyOverALargeVocabularyPicksTheFirstLargestLogit) {
+  const int vocab = 128256 + 7;  // 7 ids past the last full 16
+  std::mt19937 random(5);
+  std::normal_distribution<float> normal;
+  std::vector<float> logits(vocab);
+  for (float& l : logits) l = normal(random);
+  auto plain_scan = [&](const std::vector<int32_t>& banned) {
+    int best = -1;
+    for (int id = 0; id < vocab; ++id) {
+      if (std::isnan(logits[id]) || std::find(banned.begin(), banned.end(), id) != banned.end()) continue;
+      if (best < 0 || logits[id] > logits[best]) best = id;
+    }
+    return best;
+  };
+  struct Case {
+    const char* name;
+    std::vector<std::pair<int, float>> set;
+    std::vector<int32_t> banned;
+  };
+  const std::vector<Case> cases = {
+      {"random", {}, {}},
+      {"tie across lanes: the lower id", {{70001, 9.0f}, {5003, 9.0f}}, {}},
+      {"tie in one lane: the lower id", {{160, 9.0f}, {32, 9.0f}}, {}},
+      {"maximum in the tail", {{vocab - 2, 9.0f}}, {}},
+      {"tie between a lane and the tail", {{vocab - 1, 9.0f}, {100000, 9.0f}}, {}},
+      {"NaNs never win", {{17, std::nanf("")}, {vocab - 3, std::nanf("")}, {900, 8.0f}}, {}},
+      {"+inf wins", {{4242, INFINITY}}, {}},
+      {"banned maximum", {{1234, 9.0f}, {99, 8.5f}}, {1234}},
+  };
+  Sampler sampler(1);
+  for (const Case& c : cases) {
+    const std::vector<float> saved = logits;
+    for (const auto& [id, value] : c.set) logits[id] = value;
+    EXPECT_EQ(sampler.Sample(logits, {}, c.banned).id, plain_scan(c.banned)) << c.name;
+    logits = saved;
+  }
+  std::vector<float> all_minus_inf(vocab, -INFINITY);
+  EXPECT_EQ(sampler.Sample(all_minus_inf, {}).id, 0);
+}
+
+// Each instruction set's search against a plain scan, on the cases above without bans.
+TEST(Sampler, EveryArgmaxPathFindsTheFirstLargestLogit) {
+  const int vocab = 4096 + 9;
+  std::mt19937 random(8);
+  std::normal_distribution<float> normal;
+  for (ArgmaxPath path : {ArgmaxPath::kPortable, ArgmaxPath::kAvx2, ArgmaxPath::kAvx512}) {
+    if (!ArgmaxPathAvailable(path)) {
+      std::printf("skipped: argmax path %d needs an instruction set this CPU lacks\n", static_cast<int>(path));
+      continue;
+    }
+    for (int trial = 0; trial < 50; ++trial) {
+      std::vector<float> logits(vocab);
+      for (float& l : logits) l = normal(random);
+      const int a = static_cast<int>(random() % vocab), b = static_cast<int>(random() % vocab);
+      logits[a] = logits[b] = 7.0f;  // a tie: the lower id
+      if (trial % 3 == 0) logits[random() % vocab] = std::nanf("");
+      int want = -1;
+      for (int id = 0; id < vocab; ++id) {
+        if (!std::isnan(logits[id]) && (want < 0 || logits[id] > logits[want])) want = id;
+      }
+      ASSERT_EQ(FirstLargestLogit(logits, path), want) << "path " << static_cast<int>(path) << " trial " << trial;
+    }
+    std::vector<float> none_above(vocab, -INFINITY);
+    none_above[5] = std::nanf("");
+    EXPECT_EQ(FirstLargestLogit(none_above, path), -1);
+  }
 }
 
 TEST(Sampler, SeedsReproduceAndDiverge) {
