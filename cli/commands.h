@@ -13,6 +13,7 @@
 #include "engine/engine.h"
 #include "engine/step/serving_core.h"
 #include "model/model_directory.h"
+#include "planner/engine_calibration.h"
 #include "planner/hardware_profile.h"
 
 namespace tpserve {
@@ -38,11 +39,13 @@ struct PlanTarget {
   planner::HardwareProfile profile;
   int activation_bytes = 2;
 };
-// `calibration`: --calibration default|none|FILE (planner/engine_calibration.h).
+// `calibration`: --calibration default|none|FILE and --engine-mode graphs|eager
+// (planner/engine_calibration.h).
 std::optional<PlanTarget> ResolvePlanTarget(const char* command, const ModelSource& model, const std::string& hardware,
-                                            const std::string& activation_dtype, const std::string& calibration);
-// Registers --calibration into `calibration` (plan and plan simulate).
-void AddCalibrationFlag(CLI::App* cmd, std::string* calibration);
+                                            const std::string& activation_dtype,
+                                            const planner::CalibrationChoice& calibration);
+// Registers --calibration and --engine-mode into `calibration` (plan and plan simulate).
+void AddCalibrationFlags(CLI::App* cmd, planner::CalibrationChoice* calibration);
 // --kv-cache-dtype auto|bf16|f32|fp8 (plan and plan simulate), and the bytes per KV element it
 // means (auto: the activation dtype's).
 void AddKvCacheDtypeFlag(CLI::App* cmd, std::string* kv_cache_dtype);

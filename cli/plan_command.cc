@@ -19,7 +19,7 @@ namespace {
 struct PlanCommandOptions {
   ModelSource model;
   std::string hardware;
-  std::string calibration = "default";
+  planner::CalibrationChoice calibration;
   std::string dtype = "bf16";
   std::string activation_dtype;  // bf16 | f32; default: f32 on a cpu profile (tpserve's CPU path), bf16 on GPUs
   std::string kv_cache_dtype = "auto";
@@ -73,7 +73,8 @@ std::string Today() {
 }  // namespace
 
 std::optional<PlanTarget> ResolvePlanTarget(const char* command, const ModelSource& model, const std::string& hardware,
-                                            const std::string& activation_dtype, const std::string& calibration) {
+                                            const std::string& activation_dtype,
+                                            const planner::CalibrationChoice& calibration) {
   auto shape = ResolveModelShape(model);
   if (!shape.ok()) {
     spdlog::error("{}: --model: {}", command, shape.status().message());
@@ -85,7 +86,7 @@ std::optional<PlanTarget> ResolvePlanTarget(const char* command, const ModelSour
     return std::nullopt;
   }
   if (auto applied = planner::ApplyEngineCalibration(calibration, &*profile); !applied.ok()) {
-    spdlog::error("{}: --calibration: {}", command, applied.status().message());
+    spdlog::error("{}: {}", command, applied.status().message());
     return std::nullopt;
   }
   const std::string activations =
@@ -93,10 +94,16 @@ std::optional<PlanTarget> ResolvePlanTarget(const char* command, const ModelSour
   return PlanTarget{*std::move(shape), *std::move(profile), activations == "f32" ? 4 : 2};
 }
 
-void AddCalibrationFlag(CLI::App* cmd, std::string* calibration) {
-  cmd->add_option("--calibration", *calibration,
+void AddCalibrationFlags(CLI::App* cmd, planner::CalibrationChoice* calibration) {
+  cmd->add_option("--calibration", calibration->calibration,
                   "What engines achieve on a preset's GPU: default (fitted on published engine timings, "
                   "docs/PLANNER.md), none (the hardware's floor), or a file of the same form")
+      ->capture_default_str();
+  cmd->add_option("--engine-mode", calibration->engine_mode,
+                  "How the engine issues its kernels: graphs (CUDA graphs or a C++ runtime: vLLM's and SGLang's "
+                  "default, TensorRT-LLM, LMDeploy) or eager (one by one from its host loop: TGI before 1.4, vLLM "
+                  "--enforce-eager; the calibration's host time per layer)")
+      ->check(CLI::IsMember({"graphs", "eager"}))
       ->capture_default_str();
 }
 
@@ -130,7 +137,7 @@ void AddPlanCommand(CLI::App& app, CommandAction* action) {
       ->check(CLI::IsMember(TokenizerNames()))
       ->capture_default_str();
   cmd->add_option("--hardware", o->hardware, "A preset (" + names + ") or a profile file (plan calibrate)");
-  AddCalibrationFlag(cmd, &o->calibration);
+  AddCalibrationFlags(cmd, &o->calibration);
   cmd->add_option("--tp", o->plan.tp, "TP degrees")->delimiter(',')->capture_default_str();
   cmd->add_option("--batch", o->plan.batch, "Batch sizes (sequences decoding together)")
       ->delimiter(',')

@@ -18,7 +18,7 @@ namespace {
 struct SimulateCommandOptions {
   ModelSource model;
   std::string hardware;
-  std::string calibration = "default";
+  planner::CalibrationChoice calibration;
   std::string dtype = "bf16";
   std::string activation_dtype;  // bf16 | f32; default: f32 on a cpu profile, bf16 on GPUs
   std::string kv_cache_dtype = "auto";
@@ -98,7 +98,7 @@ void AddPlanSimulateCommand(CLI::App* plan, CommandAction* action) {
       ->capture_default_str();
   cmd->add_option("--hardware", o->hardware, "A preset (" + names + ") or a profile file (plan calibrate)")
       ->required();
-  AddCalibrationFlag(cmd, &o->calibration);
+  AddCalibrationFlags(cmd, &o->calibration);
   cmd->add_option("--tp", o->plan.tp, "TP degrees")->delimiter(',')->capture_default_str();
   cmd->add_option("--replicas", o->plan.replicas, "Replica counts (requests split round-robin)")
       ->delimiter(',')

@@ -192,12 +192,16 @@ Status FitDecode(const std::vector<json>& decodes, const CalibrateInputs& in, Ca
     } else if (s.decode && s.rows == 1) {
       memory.push_back((streaming + s.terms.attention_ms) / s.gemm_ms);
     }
-    if (s.decode) other.push_back(std::max(0.0, s.other_ms));
   }
   if (!memory.empty()) {
     p.memory_efficiency = std::clamp(Median(memory), 1e-3, 1.5);
     note("memory efficiency %.3f of %.1f GB/s (median of %zu batch-1 steps)", p.memory_efficiency,
          p.memory_bandwidth_gb_s, memory.size());
+  }
+  // The step outside the timed ops, less the elementwise ops the model prices (at the memory
+  // efficiency just fitted).
+  for (const Sample& s : samples) {
+    if (s.decode) other.push_back(std::max(0.0, s.other_ms - s.terms.elementwise_ms / p.memory_efficiency));
   }
   if (!attention.empty()) {
     p.attention_efficiency = std::clamp(Median(attention), 1e-4, 1.5);
@@ -279,7 +283,7 @@ Status FitDecode(const std::vector<json>& decodes, const CalibrateInputs& in, Ca
   }
   if (!other.empty()) {
     p.step_host_us = Median(other) * 1e3;
-    note("%.1f us per step outside the modelled ops: host, norms, RoPE, SiLU (median of %zu decode steps)",
+    note("%.1f us per step outside the modelled ops: host, sampling, KV writes (median of %zu decode steps)",
          p.step_host_us, other.size());
   }
   p.sources["efficiency"] = "fitted by plan calibrate from bench-decode (" + in.date + ")";
@@ -318,6 +322,13 @@ Status FitEngine(const CalibrateInputs& in, Calibration* out) {
                   "rows; rms error of the fit %.1f%%",
                   fit.prefill_points, fit.compute_efficiency, p.bf16_tflops, fit.compute_half_rows,
                   100 * fit.prefill_rms_relative_error);
+    out->notes.push_back(line);
+  }
+  if (fit.eager_points > 0) {
+    p.layer_host_us = fit.layer_host_us;
+    std::snprintf(line, sizeof(line),
+                  "eager engine decode steps (%d points): %.1f us of host time per layer; rms error of the fit %.1f%%",
+                  fit.eager_points, fit.layer_host_us, 100 * fit.eager_rms_relative_error);
     out->notes.push_back(line);
   }
   std::string files;

@@ -15,6 +15,7 @@ struct Shard {
   double embed_params = 0;
   double kv_width = 0;      // KV heads on this device × head_dim (KV heads replicate when fewer than tp)
   double q_width = 0;       // query heads on this device × head_dim
+  double ffn_width = 0;     // FFN features on this device
 };
 
 // Sizes from model/rank_weights' ShapeForRank, the engine's own split.
@@ -24,6 +25,7 @@ Shard ShardFor(const ModelConfig& c, int tp) {
   const double h = c.hidden_size, q_local = static_cast<double>(shape.heads) * shape.head_dim;
   s.kv_width = static_cast<double>(shape.kv_heads) * shape.head_dim;
   s.q_width = q_local;
+  s.ffn_width = shape.ffn;
   s.layer_params = h * q_local + 2 * h * s.kv_width + q_local * h + 3 * h * shape.ffn;
   s.lm_head_params = static_cast<double>(shape.vocab) * h;
   s.embed_params = c.tie_word_embeddings ? 0 : s.lm_head_params;
@@ -66,7 +68,7 @@ double ComputeTerms::Attention() const { return std::max(attention_ms, attention
 double ComputeTerms::LmHead() const {
   return overlapped ? std::max(lm_head_stream_ms, lm_head_flops_ms) : lm_head_stream_ms + lm_head_flops_ms;
 }
-double ComputeTerms::Total() const { return Gemm() + Attention() + LmHead(); }
+double ComputeTerms::Total() const { return Gemm() + Attention() + elementwise_ms + LmHead(); }
 
 ComputeTerms ComputeTermsFor(const ModelConfig& c, const HardwareProfile& p, const EngineTraits& e,
                              const StepShape& step) {
@@ -92,6 +94,13 @@ ComputeTerms ComputeTermsFor(const ModelConfig& c, const HardwareProfile& p, con
                    (bandwidth / p.memory_efficiency * p.attention_efficiency) * 1e3;
   // QKᵀ and PV: 2 FLOPs per multiply-add, over this device's query heads.
   t.attention_flops_ms = layers * step.attention_positions * 4 * shard.q_width / attention_flops * 1e3;
+  // The memory-bound ops between the GEMMs, each reading its inputs and writing its outputs once
+  // (fused as vLLM's and TensorRT-LLM's kernels fuse them), per token: two residual adds with their
+  // RMSNorms (read x and the residual, write both: 4 hidden-wide rows each, on every rank), RoPE on
+  // this rank's q and k (read and write) and SiLU(gate) × up (read two FFN rows, write one).
+  const double elementwise_elements =
+      8.0 * c.hidden_size + 2 * (shard.q_width + shard.kv_width) + 3.0 * shard.ffn_width;
+  t.elementwise_ms = layers * step.tokens * elementwise_elements * e.allreduce_bytes / bandwidth * 1e3;
   t.lm_head_stream_ms = step.logit_rows > 0 ? shard.lm_head_params * step.weight_bytes / bandwidth * 1e3 : 0;
   t.lm_head_flops_ms = 2 * step.logit_rows * shard.lm_head_params / flops_at(step.logit_rows) * 1e3;
   return t;
@@ -121,6 +130,7 @@ Result<StepTime> PredictStepTime(const ModelConfig& c, const HardwareProfile& p,
   const ComputeTerms terms = ComputeTermsFor(c, p, e, step);
   out.compute_bound_gemm = terms.gemm_flops_ms > terms.gemm_stream_ms;
   out.gemm_ms = terms.Gemm();
+  out.elementwise_ms = terms.elementwise_ms;
   out.attention_ms = terms.Attention();
   out.lm_head_ms = terms.LmHead();
   if (step.tp > 1) {
@@ -136,10 +146,11 @@ Result<StepTime> PredictStepTime(const ModelConfig& c, const HardwareProfile& p,
     }
   }
   out.layer_overhead_ms = layers * p.layer_us * 1e-3;
-  // Launches overlap the GPU's work; only what exceeds it shows.
-  const double device_ms =
-      out.gemm_ms + out.attention_ms + out.allreduce_ms + out.lm_head_ms + out.logits_ms + out.layer_overhead_ms;
-  const double launch_ms = (layers * p.kernels_per_layer + 4) * p.kernel_launch_us * 1e-3;
+  // Launches (and an eager engine's host loop) overlap the GPU's work; only what exceeds it shows.
+  const double device_ms = out.gemm_ms + out.attention_ms + out.elementwise_ms + out.allreduce_ms + out.lm_head_ms +
+                           out.logits_ms + out.layer_overhead_ms;
+  const double launch_ms =
+      std::max((layers * p.kernels_per_layer + 4) * p.kernel_launch_us, layers * p.layer_host_us) * 1e-3;
   out.launch_ms = std::max(0.0, launch_ms - device_ms);
   out.host_ms = p.step_host_us * 1e-3;
   out.step_ms = device_ms + out.launch_ms + out.host_ms;
@@ -164,6 +175,7 @@ Result<DecodePrediction> PredictDecodeStep(const ModelConfig& c, const HardwareP
   out.allreduce_ms = time.allreduce_ms;
   out.latency_bound_comm = point.tp > 1 && time.allreduce.latency_bound();
   out.logits_ms = time.logits_ms;
+  out.elementwise_ms = time.elementwise_ms;
   out.layer_overhead_ms = time.layer_overhead_ms;
   out.launch_ms = time.launch_ms;
   out.host_ms = time.host_ms;

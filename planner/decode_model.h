@@ -1,8 +1,10 @@
 // The predicted decode step of a Llama-family model sharded over `tp` devices, term by term, in
 // the same parts the engine's step trace measures: per layer the GEMMs (the larger of streaming
 // the rank's weight slice and its FLOPs), attention (reading the KV cache), and the two
-// AllReduces (through the collective model), and a fixed overhead per layer (small kernels, gaps);
-// then the LM head, the logits AllGather, exposed kernel-launch time and per-step host time. Also
+// AllReduces (through the collective model), the memory-bound elementwise ops between the GEMMs,
+// and a fixed overhead per layer (gaps between kernels); then the LM head, the logits AllGather,
+// exposed kernel-launch time (with an eager engine's host loop, what the GPU waits for it) and
+// per-step host time. Also
 // what one device holds (weights, KV cache, activations) and the largest batch that fits at this
 // context.
 #pragma once
@@ -33,6 +35,7 @@ struct DecodePrediction {
   DecodePoint point;
   // Parts of one decode step (ms), summing to step_ms.
   double gemm_ms = 0, attention_ms = 0, allreduce_ms = 0, lm_head_ms = 0, logits_ms = 0, launch_ms = 0, host_ms = 0;
+  double elementwise_ms = 0;     // norms, residual adds, RoPE, SiLU
   double layer_overhead_ms = 0;  // layers × HardwareProfile::layer_us
   double step_ms = 0;            // = per-token latency of a decode step
   double tokens_per_s = 0;       // batch / step
@@ -55,11 +58,12 @@ struct ComputeTerms {
   double attention_ms = 0;                             // KV reads, all layers
   double attention_flops_ms = 0;                       // QKᵀ and PV, all layers
   double lm_head_stream_ms = 0, lm_head_flops_ms = 0;
+  double elementwise_ms = 0;                           // norms, residual adds, RoPE, SiLU: all layers
   bool overlapped = true;                              // HardwareProfile::compute_overlaps_memory
   double Gemm() const;                                 // the pair combined: max, or sum
   double Attention() const;                            // the larger of reads and FLOPs
   double LmHead() const;
-  double Total() const;                                // GEMMs + attention + LM head
+  double Total() const;                                // GEMMs + attention + elementwise + LM head
 };
 ComputeTerms ComputeTermsAt(const ModelConfig& model, const HardwareProfile& profile, const EngineTraits& engine,
                             const DecodePoint& point);
@@ -84,6 +88,7 @@ struct StepShape {
 // The parts of one step (ms), summing to step_ms.
 struct StepTime {
   double gemm_ms = 0, attention_ms = 0, allreduce_ms = 0, lm_head_ms = 0, logits_ms = 0, launch_ms = 0, host_ms = 0;
+  double elementwise_ms = 0;  // norms, residual adds, RoPE, SiLU (ComputeTerms::elementwise_ms)
   double layer_overhead_ms = 0;
   double step_ms = 0;
   double allreduce_message_bytes = 0;

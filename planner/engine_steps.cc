@@ -32,7 +32,13 @@ Result<EngineStep> ParsePoint(const json& p, const std::string& where) {
     return InvalidArgument(where + ": dtype: \"" + dtype + "\" is not bf16, fp16 or fp8");
   }
   s.point.weight_bytes = dtype == "fp8" ? 1 : 2;
+  const std::string mode = p.value("engine_mode", std::string("graphs"));
+  if (mode != "graphs" && mode != "eager") {
+    return InvalidArgument(where + ": engine_mode: \"" + mode + "\" is not graphs or eager");
+  }
+  s.eager = mode == "eager";
   if (p.contains("prompt_tokens")) {
+    if (s.eager) return InvalidArgument(where + ": engine_mode: eager is for decode points (prefill runs eagerly anyway)");
     s.prompt_tokens = JsonInt<int>(p.at("prompt_tokens"), "prompt_tokens");
     if (s.prompt_tokens < 1) return InvalidArgument(where + ": prompt_tokens: must be at least 1");
     if (!p.contains("ttft_ms")) return InvalidArgument(where + ": a prefill point (prompt_tokens) needs ttft_ms");
@@ -187,16 +193,39 @@ Status FitDecodeSteps(const std::vector<EngineStep>& steps, const HardwareProfil
   return Status::Ok();
 }
 
+// The eager points' host time per layer (EngineStep::eager), on `p` as fitted so far.
+Status FitLayerHostTime(const std::vector<EngineStep>& eager, HardwareProfile p, const EngineTraits& traits,
+                        EngineFit* fit) {
+  double best = 1e300;
+  for (int step = 0; step <= 10000; ++step) {
+    p.layer_host_us = 0.5 * step;
+    double squares = 0;
+    for (const EngineStep& s : eager) {
+      auto d = PredictDecodeStep(s.shape, p, traits, s.point);
+      if (!d.ok()) return InvalidArgument(s.where + ": " + std::string(d.status().message()));
+      squares += std::pow(d->step_ms / s.step_ms - 1, 2);
+    }
+    if (squares < best - 1e-12) {
+      best = squares;
+      fit->layer_host_us = p.layer_host_us;
+    }
+  }
+  fit->eager_rms_relative_error = std::sqrt(best / static_cast<double>(eager.size()));
+  return Status::Ok();
+}
+
 }  // namespace
 
 Result<EngineFit> FitEngineSteps(const std::vector<EngineStep>& all_steps,
                                  const HardwareProfile& profile, const EngineTraits& traits) {
   if (all_steps.empty()) return InvalidArgument("no engine steps to fit");
-  std::vector<EngineStep> steps, prefills;
-  for (const EngineStep& s : all_steps) (s.prompt_tokens > 0 ? prefills : steps).push_back(s);
+  std::vector<EngineStep> steps, prefills, eager;
+  for (const EngineStep& s : all_steps) (s.prompt_tokens > 0 ? prefills : s.eager ? eager : steps).push_back(s);
   EngineFit fit;
   fit.decode_points = static_cast<int>(steps.size());
   fit.prefill_points = static_cast<int>(prefills.size());
+  fit.eager_points = static_cast<int>(eager.size());
+  fit.layer_host_us = profile.layer_host_us;
   fit.memory_efficiency = profile.memory_efficiency;
   fit.layer_us = profile.layer_us;
   fit.compute_efficiency = profile.compute_efficiency;
@@ -207,6 +236,14 @@ Result<EngineFit> FitEngineSteps(const std::vector<EngineStep>& all_steps,
     fitted.memory_efficiency = fitted.attention_efficiency = fit.memory_efficiency;
     fitted.layer_us = fit.layer_us;
     RETURN_IF_ERROR(FitComputeRate(prefills, fitted, traits, &fit));
+  }
+  if (!eager.empty()) {
+    HardwareProfile fitted = profile;
+    fitted.memory_efficiency = fitted.attention_efficiency = fit.memory_efficiency;
+    fitted.layer_us = fit.layer_us;
+    fitted.compute_efficiency = fit.compute_efficiency;
+    fitted.compute_half_rows = fit.compute_half_rows;
+    RETURN_IF_ERROR(FitLayerHostTime(eager, fitted, traits, &fit));
   }
   return fit;
 }

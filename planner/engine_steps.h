@@ -13,6 +13,11 @@
 // A prefill point: {"model", "tp", "dtype", "prompt_tokens": N, "ttft_ms": X} (batch 1: the time to
 // the first token of one N-token prompt, prefilled in one step). Prefill points fit the engine's
 // GEMM compute efficiency (the fraction of the profile's peak FLOPs its prefill reaches).
+//
+// A decode point may say "engine_mode": "eager" (default "graphs"): an engine that issues every
+// kernel from its host loop, without CUDA graphs (TGI before 1.4, vLLM --enforce-eager). Eager
+// points fit the host time per layer (HardwareProfile::layer_host_us) instead, on the GPU's numbers
+// the other points fit (or the profile's).
 #pragma once
 
 #include <nlohmann/json_fwd.hpp>
@@ -31,6 +36,7 @@ struct EngineStep {
   ModelConfig shape;
   DecodePoint point;    // a decode point (batch and context unused for a prefill point)
   int prompt_tokens = 0;  // > 0: a prefill point, whose step_ms is the time to its first token
+  bool eager = false;     // "engine_mode": "eager" (a decode point)
   double step_ms = 0;     // measured
 };
 
@@ -47,6 +53,9 @@ struct EngineFit {
   double compute_efficiency = 1;          // from the prefill points (else the profile's)
   double compute_half_rows = 0;           // likewise
   double prefill_rms_relative_error = 0;  // of the fitted model over the prefill points
+  int eager_points = 0;
+  double layer_host_us = 0;             // from the eager points (else the profile's)
+  double eager_rms_relative_error = 0;  // of the fitted model over the eager points
 };
 
 // Decode points: least squares on relative error over memory efficiency in [0.1, 1] (a grid of
@@ -55,7 +64,8 @@ struct EngineFit {
 // time alone is fitted. Then prefill points, with those: the compute efficiency in [0.05, 1.2] (a
 // grid of 0.005) and, given two prompt lengths or more, the rows at which GEMMs reach half that
 // rate (HardwareProfile::compute_half_rows, 0 to 1024 by 8), by least squares on relative error.
-// The profile's other numbers stay.
+// Then eager decode points, with all of those: the host time per layer in [0, 5000] µs (a grid of
+// 0.5 µs), by least squares on relative error. The profile's other numbers stay.
 Result<EngineFit> FitEngineSteps(const std::vector<EngineStep>& steps,
                                  const HardwareProfile& profile, const EngineTraits& traits);
 

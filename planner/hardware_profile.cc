@@ -86,6 +86,7 @@ Result<HardwareProfile> ParseHardwareProfile(const json& value, const std::strin
   RETURN_IF_ERROR(overheads.Integer("kernels_per_layer", &p.kernels_per_layer, 0, 1000));
   RETURN_IF_ERROR(overheads.Number("step_host_us", &p.step_host_us, 0, 1e9));
   RETURN_IF_ERROR(overheads.Number("layer_us", &p.layer_us, 0, 1e6, false));
+  RETURN_IF_ERROR(overheads.Number("layer_host_us", &p.layer_host_us, 0, 1e6, false));
 
   ASSIGN_OR_RETURN(Fields fabric, top.Object("fabric"));
   RETURN_IF_ERROR(fabric.Integer("gpus_per_node", &p.gpus_per_node, 1, 1 << 16));
@@ -164,7 +165,7 @@ json HardwareProfileJson(const HardwareProfile& p) {
             {"attention_compute", p.attention_compute_efficiency}}},
           {"overheads",
            {{"kernel_launch_us", p.kernel_launch_us}, {"kernels_per_layer", p.kernels_per_layer},
-            {"step_host_us", p.step_host_us}, {"layer_us", p.layer_us}}},
+            {"step_host_us", p.step_host_us}, {"layer_us", p.layer_us}, {"layer_host_us", p.layer_host_us}}},
           {"fabric", fabric},
           {"collectives", fits},
           {"sources", p.sources}};

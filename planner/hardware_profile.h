@@ -80,6 +80,12 @@ struct HardwareProfile {
   // RoPE, SiLU, residual adds, KV writes) and the gaps between kernels. 0 in presets (no datasheet
   // gives it); plan calibrate --engine-steps fits it.
   double layer_us = 0;
+  // Host time to issue one decoder layer, its launches included, for an engine that launches its
+  // kernels one by one from its host loop (no CUDA graphs: `plan --engine-mode eager`). The GPU
+  // waits for it whenever the layer's own work is shorter: a step takes at least layers × this.
+  // 0: the launches alone (kernel_launch_us), which hide behind the GPU's work (CUDA graphs, or a
+  // C++ runtime).
+  double layer_host_us = 0;
   // CPU ranks are threads of one process on one memory: they share its bandwidth (a GPU's TP
   // ranks each have their own).
   bool shared_memory_bandwidth = false;

@@ -133,12 +133,14 @@ std::string FormatPlan(const PlanReport& r) {
                                ? (std::string("NCCL ") + kNcclTuningVersion + " tuning model").c_str()
                                : "fitted from measurements (plan calibrate), NCCL's model elsewhere");
   if (!r.profile.calibration.empty()) out += "calibration: " + r.profile.calibration + "\n";
-  out += "  tp batch context  step_ms  tok/s  tok/s/dev   gemm  attn  allred  lmhead  logits  layer  launch  host  comm%   "
-         "AR_us      fits  max_batch  GB/dev\n";
+  out += "  tp batch context  step_ms  tok/s  tok/s/dev   gemm  attn   elem  allred  lmhead  logits  layer  launch  host  "
+         "comm%   AR_us      fits  max_batch  GB/dev\n";
   for (const DecodePrediction& row : r.rows) {
-    out += Format("  %2d %5d %7d %8.3f %6.0f %10.0f %6.3f %5.3f %7.3f %7.3f %7.3f %6.3f %7.3f %5.3f %5.1f%% %7.1f%s %5s %10d %7.1f\n",
+    out += Format("  %2d %5d %7d %8.3f %6.0f %10.0f %6.3f %5.3f %6.3f %7.3f %7.3f %7.3f %6.3f %7.3f %5.3f %5.1f%% %7.1f%s %5s "
+                  "%10d %7.1f\n",
                   row.point.tp, row.point.batch, row.point.context, row.step_ms, row.tokens_per_s,
-                  row.tokens_per_s_per_device, row.gemm_ms, row.attention_ms, row.allreduce_ms, row.lm_head_ms,
+                  row.tokens_per_s_per_device, row.gemm_ms, row.attention_ms, row.elementwise_ms, row.allreduce_ms,
+                  row.lm_head_ms,
                   row.logits_ms, row.layer_overhead_ms, row.launch_ms, row.host_ms, 100 * row.comm_share,
                   row.allreduce.time_us,
                   row.latency_bound_comm ? "*" : " ", row.fits ? "yes" : "NO", row.max_batch,
@@ -158,7 +160,8 @@ std::string PlanJson(const PlanReport& r) {
                     {"tokens_per_s_per_device", row.tokens_per_s_per_device}, {"comm_share", row.comm_share},
                     {"fits", row.fits}, {"max_batch", row.max_batch},
                     {"parts_ms",
-                     {{"gemm", row.gemm_ms}, {"attention", row.attention_ms}, {"allreduce", row.allreduce_ms},
+                     {{"gemm", row.gemm_ms}, {"attention", row.attention_ms}, {"elementwise", row.elementwise_ms},
+                      {"allreduce", row.allreduce_ms},
                       {"lm_head", row.lm_head_ms}, {"logits_gather", row.logits_ms},
                       {"layer_overhead", row.layer_overhead_ms}, {"launch", row.launch_ms}, {"host", row.host_ms}}},
                     {"allreduce",
@@ -196,12 +199,12 @@ PanelChart PlanChart(const PlanReport& r) {
     panel.title = Format("batch %d", batch);
     panel.x_label = "tensor-parallel degree";
     panel.y_label = "time per decode step (ms)";
-    panel.parts = {"GEMMs", "attention", "AllReduce", "LM head", "logits gather", "per-layer overhead", "launch",
-                   "host"};
+    panel.parts = {"GEMMs", "attention", "elementwise", "AllReduce", "LM head", "logits gather", "per-layer overhead",
+                   "launch", "host"};
     for (const DecodePrediction& row : r.rows) {
       if (row.point.batch != batch || row.point.context != context) continue;
       panel.categories.push_back(std::to_string(row.point.tp) + (row.fits ? "" : "\nno fit"));
-      panel.values.push_back({row.gemm_ms, row.attention_ms, row.allreduce_ms, row.lm_head_ms,
+      panel.values.push_back({row.gemm_ms, row.attention_ms, row.elementwise_ms, row.allreduce_ms, row.lm_head_ms,
                               row.logits_ms, row.layer_overhead_ms, row.launch_ms, row.host_ms});
     }
     chart.panels.push_back(std::move(panel));

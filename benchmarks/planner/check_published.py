@@ -7,7 +7,9 @@ publication and error per point, then the median and worst absolute error (docs/
 2. calibrated per engine: for each (engine, hardware) with points marked "role": "calibration"
    (the engine's TP=1, batch-1 runs), `plan calibrate --base HARDWARE --engine-steps THOSE --out
    PROFILE` fits the engine's memory efficiency and per-layer time, and the engine's scored points
-   on that hardware are predicted on PROFILE. A point whose engine has no calibration on its
+   on that hardware are predicted on PROFILE. An engine run with and without CUDA graphs
+   ("engine_mode": "eager") counts as two engines; an eager engine's TP=1 runs fit its per-layer
+   time like any other's (one GPU type's TP=1 runs cannot tell host time from GPU time). A point whose engine has no calibration on its
    hardware borrows, in this order: the newest calibrated version of the same engine on the same
    hardware ('~'), or the same engine's per-layer time from another GPU type on its own preset ('^');
    else the preset alone ('*'). Calibration points are never scored.
@@ -29,6 +31,11 @@ points = json.load(open(here / "published_points.json"))["points"]
 evaluated = [p for p in points if p.get("role") != "calibration"]
 
 
+def engine_of(p):
+    """The engine as calibrations are keyed: its name and version, and " eager" without CUDA graphs."""
+    return p["engine"] + (" eager" if published.engine_mode(p) == "eager" else "")
+
+
 def predict(p, hardware):
     # Presets at the hardware's floor (--calibration none): the per-engine calibrations below are
     # profile files that carry their own numbers.
@@ -37,7 +44,7 @@ def predict(p, hardware):
 
 def report(title, hardware_of):
     print(f"\n{title}")
-    print(f"{'engine':<12} {'model':<12} {'hardware':<14} {'tp':>2} {'batch':>5} {'ctx':>5} {'dtype':<5} "
+    print(f"{'engine':<17} {'model':<12} {'hardware':<14} {'tp':>2} {'batch':>5} {'ctx':>5} {'dtype':<5} "
           f"{'unit':<13} {'published':>9} {'predicted':>9} {'error':>7} {'comm%':>6}")
     errors, marks = [], []
     for p in evaluated:
@@ -47,7 +54,7 @@ def report(title, hardware_of):
         predicted = row["step_ms"] if p["unit"] == "ms_per_token" else row["tokens_per_s"] / p["batch"]
         error = row["step_ms"] / published.measured_ms(p) - 1  # of the time per token, whatever unit was published
         errors.append(abs(error))
-        print(f"{p['engine']:<12} {p['model']:<12} {label:<14} {p['tp']:>2} {p['batch']:>5} {p['context']:>5} "
+        print(f"{engine_of(p):<17} {p['model']:<12} {label:<14} {p['tp']:>2} {p['batch']:>5} {p['context']:>5} "
               f"{p.get('dtype', 'bf16'):<5} {p['unit']:<13} {p['value']:>9.2f} {predicted:>9.2f} {100 * error:>+6.1f}% "
               f"{100 * row['comm_share']:>5.1f}%")
     print(f"{len(errors)} points from {len({p['source'].split(' ')[0] for p in evaluated})} sources: "
@@ -60,22 +67,23 @@ report("Uncalibrated presets (the hardware's floor):", lambda p: (p["hardware"],
 
 
 def version(engine):
-    return tuple(int(x) for x in engine.split("-", 1)[1].split(".") if x.isdigit())
+    return tuple(int(x) for x in engine.split(" ")[0].split("-", 1)[1].split(".") if x.isdigit())
 
 
 def family(engine):
-    return engine.split("-", 1)[0]
+    name, _, mode = engine.partition(" ")
+    return name.split("-", 1)[0] + (" " + mode if mode else "")
 
 
 with tempfile.TemporaryDirectory() as scratch:
     fitted = {}  # (engine, hardware) -> profile JSON
     print("\nEngine calibrations (from the calibration points only):")
-    for key in sorted({(p["engine"], p["hardware"]) for p in points if p.get("role") == "calibration"}):
+    for key in sorted({(engine_of(p), p["hardware"]) for p in points if p.get("role") == "calibration"}):
         engine, hardware = key
-        steps = pathlib.Path(scratch, f"{engine}-{hardware}.steps.json")
-        steps.write_text(json.dumps({"points": [p for p in points
-                                                if p.get("role") == "calibration" and (p["engine"], p["hardware"]) == key]}))
-        profile = pathlib.Path(scratch, f"{engine}-{hardware}.json")
+        steps = pathlib.Path(scratch, f"{engine.replace(' ', '-')}-{hardware}.steps.json")
+        steps.write_text(json.dumps({"points": [{k: v for k, v in p.items() if k != "engine_mode"} for p in points
+                                                if p.get("role") == "calibration" and (engine_of(p), p["hardware"]) == key]}))
+        profile = pathlib.Path(scratch, f"{engine.replace(' ', '-')}-{hardware}.json")
         subprocess.run([tpserve, "plan", "calibrate", "--base", hardware, "--engine-steps", str(steps),
                         "--out", str(profile)], capture_output=True, text=True, check=True)
         fitted[key] = json.loads(profile.read_text())
@@ -84,7 +92,7 @@ with tempfile.TemporaryDirectory() as scratch:
 
     def borrowed(p):
         """The profile file and table label for a scored point (see the module docstring)."""
-        engine, hardware = p["engine"], p["hardware"]
+        engine, hardware = engine_of(p), p["hardware"]
         if (engine, hardware) in fitted:
             source, mark = fitted[(engine, hardware)], ""
         else:
@@ -101,7 +109,7 @@ with tempfile.TemporaryDirectory() as scratch:
                 mark = "^"
             else:
                 return hardware, hardware + "*"
-        path = pathlib.Path(scratch, f"{engine}-{hardware}-{mark or 'own'}.json")
+        path = pathlib.Path(scratch, f"{engine.replace(' ', '-')}-{hardware}-{mark or 'own'}.json")
         path.write_text(json.dumps(source))
         return str(path), hardware + mark
 
@@ -118,7 +126,7 @@ with tempfile.TemporaryDirectory() as scratch:
     print("\nTP choice where a source measured several TP degrees (calibrated per engine):")
     groups = {}
     for p in points:
-        groups.setdefault((p["engine"], p["hardware"], p["model"], p["batch"], p["context"]), []).append(p)
+        groups.setdefault((engine_of(p), p["hardware"], p["model"], p["batch"], p["context"]), []).append(p)
     for (engine, hardware, model, batch, context), group in sorted(groups.items()):
         if len({p["tp"] for p in group}) < 2:
             continue

@@ -8,7 +8,11 @@ Per preset GPU, `plan calibrate --base GPU --engine-steps DECODE` fits the memor
 fixed time per decoder layer on its decode points, then `plan calibrate --base THAT --engine-steps
 PREFILL` the compute efficiency and the row count at which GEMMs reach half of it on its prefill
 points. A GPU with no decode (or no prefill) points takes the numbers of its nearest sibling that has
-them (SIBLINGS: the same class of machine, then the generation before or after).
+them (SIBLINGS: the same class of machine, then the generation before or after). Decode points of
+engines without CUDA graphs ("engine_mode": "eager": TGI 1.0.3, vLLM's enforce_eager runs) fit none
+of that: on each GPU's fitted numbers they fit the host time per layer such an engine needs (`plan
+calibrate --engine-steps`), one figure for every GPU (the mean over GPUs, weighted by their points),
+which `plan --engine-mode eager` uses.
 
     benchmarks/planner/fit_engine_calibration.py [path/to/tpserve] [--check-only]
 """
@@ -72,12 +76,22 @@ def calibrate(base, points, scratch, name):
     return out
 
 
-def fit(decode, prefill, scratch, tag):
-    """{gpu: {"efficiency": ..., "overheads": ..., "fitted_on": ...}} from these points."""
-    def described(points):
-        groups = sorted({p["group"] for p in points})
-        return f"{len(points)} points ({', '.join(groups)})"
+def preset_profile(gpu):
+    """The preset as a profile file's JSON (`plan calibrate --base GPU` with nothing to fit)."""
+    out = subprocess.run([tpserve, "plan", "calibrate", "--base", gpu, "--out", "/dev/stdout"],
+                         capture_output=True, text=True, check=True).stdout
+    return json.loads(out.split("\nwrote")[0])
 
+
+def described(points):
+    groups = sorted({p["group"] for p in points})
+    return f"{len(points)} points ({', '.join(groups)})"
+
+
+def fit(all_decode, prefill, scratch, tag):
+    """({gpu: {"efficiency": ..., "overheads": ..., "fitted_on": ...}}, {"layer_host_us": ...,
+    "fitted_on": ...}) from these points."""
+    decode = [p for p in all_decode if published.engine_mode(p) == "graphs"]
     decode_fits, prefill_fits = {}, {}
     for gpu in GPUS:
         mine = [p for p in decode if p["hardware"] == gpu]
@@ -88,8 +102,7 @@ def fit(decode, prefill, scratch, tag):
         mine = [p for p in prefill if p["hardware"] == gpu]
         if not mine:
             continue
-        base = json.loads(subprocess.run([tpserve, "plan", "calibrate", "--base", gpu, "--out", "/dev/stdout"],
-                                         capture_output=True, text=True, check=True).stdout.split("\nwrote")[0])
+        base = preset_profile(gpu)
         (m, l, _), _ = borrowed(gpu, decode_fits)
         base["efficiency"]["memory"] = base["efficiency"]["attention"] = m
         base["overheads"]["layer_us"] = l
@@ -105,15 +118,37 @@ def fit(decode, prefill, scratch, tag):
                     "overheads": {"layer_us": round(l, 2)},
                     "fitted_on": (f"decode: {decode_from}'s" if decode_from else "decode:") + f" {d}; " +
                                  (f"prefill: {prefill_from}'s" if prefill_from else "prefill:") + f" {pd}"}
-    return out
+    return out, fit_eager([p for p in all_decode if published.engine_mode(p) == "eager"], out, scratch, tag)
 
 
-def write_calibration(profiles, path, about):
-    path.write_text(json.dumps({"_about": about, "profiles": profiles}, indent=1) + "\n")
+def fit_eager(eager, profiles, scratch, tag):
+    """The host time per layer of the eager points, each on its GPU's fitted numbers (`profiles`)."""
+    per_gpu = []  # (points, layer_host_us)
+    for gpu in GPUS:
+        mine = [p for p in eager if p["hardware"] == gpu]
+        if not mine:
+            continue
+        base = preset_profile(gpu)
+        base["efficiency"].update(profiles[gpu]["efficiency"])
+        base["efficiency"]["attention"] = profiles[gpu]["efficiency"]["memory"]
+        base["overheads"]["layer_us"] = profiles[gpu]["overheads"]["layer_us"]
+        base_path = pathlib.Path(scratch, f"{tag}-{gpu}-eager-base.json")
+        base_path.write_text(json.dumps(base))
+        profile = json.loads(calibrate(str(base_path), mine, scratch, f"{tag}-{gpu}-eager").read_text())
+        per_gpu.append((len(mine), profile["overheads"]["layer_host_us"]))
+    points = sum(n for n, _ in per_gpu)
+    return {"layer_host_us": round(sum(n * h for n, h in per_gpu) / points, 1),
+            "fitted_on": f"decode: {described(eager)} on {len(per_gpu)} GPU types"}
+
+
+def write_calibration(fitted, path, about):
+    profiles, eager = fitted
+    path.write_text(json.dumps({"_about": about, "profiles": profiles, "eager": eager}, indent=1) + "\n")
 
 
 def predict_decode(p, calibration):
-    return published.plan_row(tpserve, p, p["hardware"], calibration)["step_ms"]
+    mode = published.engine_mode(p) if calibration != "none" else "graphs"
+    return published.plan_row(tpserve, p, p["hardware"], calibration, mode)["step_ms"]
 
 
 def predict_prefill(p, calibration):
@@ -140,34 +175,40 @@ def summary(name, errs):
 with tempfile.TemporaryDirectory() as scratch:
     target = repo / "planner/calibrations/engines.json"
     if not check_only:
-        profiles = fit(decode_points, prefill_points, scratch, "all")
+        fitted = fit(decode_points, prefill_points, scratch, "all")
+        profiles, eager = fitted
         about = (f"The default engine calibration of the presets (tpserve plan --calibration default), fitted "
                  f"{datetime.date.today().isoformat()} by benchmarks/planner/fit_engine_calibration.py on every "
                  f"published point in benchmarks/planner/published_points.json ({len(decode_points)} decode) and "
                  f"published_prefill.json ({len(prefill_points)} prefill): per GPU, the memory efficiency and fixed "
                  f"time per layer of decode steps, the compute efficiency and half-rate rows of prefill; a GPU "
-                 f"without points takes its nearest sibling's. Checked leave one source out: docs/PLANNER.md.")
-        write_calibration(profiles, target, about)
+                 f"without points takes its nearest sibling's; eager (no CUDA graphs): the host time per layer of "
+                 f"the decode points of engines without CUDA graphs. Checked leave one source out: docs/PLANNER.md.")
+        write_calibration(fitted, target, about)
         for gpu, c in profiles.items():
             print(f"{gpu}: memory {c['efficiency']['memory']:.3f}, {c['overheads']['layer_us']:.1f} us/layer, compute "
                   f"{c['efficiency']['compute']:.3f}, half at {c['efficiency']['compute_half_rows']:.0f} rows "
                   f"({c['fitted_on']})")
+        print(f"eager engines: {eager['layer_host_us']:.1f} us of host time per layer ({eager['fitted_on']})")
         print(f"wrote {target} (rebuild tpserve to compile it in)")
 
     print("\nUncalibrated presets (--calibration none):")
     none_all = summary("decode", errors(decode_points, lambda p: "none", predict_decode)) + \
         summary("prefill", errors(prefill_points, lambda p: "none", predict_prefill))
     groups = sorted({p["group"] for p in decode_points + prefill_points})
-    held_out = {}
+    held_out, eager_held_out = {}, []
     for group in groups:
-        profiles = fit([p for p in decode_points if p["group"] != group],
-                       [p for p in prefill_points if p["group"] != group], scratch, "without-" + group)
+        fitted = fit([p for p in decode_points if p["group"] != group],
+                     [p for p in prefill_points if p["group"] != group], scratch, "without-" + group)
         path = pathlib.Path(scratch, f"without-{group}.json")
-        write_calibration(profiles, path, "leave-one-out")
+        write_calibration(fitted, path, "leave-one-out")
         held_out[group] = str(path)
+        if any(p["group"] == group and published.engine_mode(p) == "eager" for p in decode_points):
+            eager_held_out.append(f"{fitted[1]['layer_host_us']:.1f} us without {group} ({fitted[1]['fitted_on']})")
     print("\nLeave one source out (each group predicted from a calibration fitted without it):")
     decode_errs = errors(decode_points, lambda p: held_out[p["group"]], predict_decode)
     prefill_errs = errors(prefill_points, lambda p: held_out[p["group"]], predict_prefill)
+    print(f"  eager engines' host time per layer: {'; '.join(eager_held_out)}")
     both = summary("decode", decode_errs) + summary("prefill", prefill_errs)
     for group in groups:
         summary("  " + group, [e for e in decode_errs + prefill_errs if e[0]["group"] == group])

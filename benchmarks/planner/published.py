@@ -16,11 +16,18 @@ def dtype(p):
     return "fp8" if p.get("dtype") == "fp8" else "bf16"
 
 
-def plan_row(tpserve, p, hardware, calibration):
-    """`tpserve plan` at a decode point (its TP, batch, context and dtype): the JSON row."""
+def engine_mode(p):
+    """How the point's engine issued its kernels: "eager" (no CUDA graphs) or "graphs"."""
+    return p.get("engine_mode", "graphs")
+
+
+def plan_row(tpserve, p, hardware, calibration, mode="graphs"):
+    """`tpserve plan` at a decode point (its TP, batch, context and dtype) for an engine of `mode`
+    (--engine-mode): the JSON row."""
     out = subprocess.run([tpserve, "plan", "--model", p["model"], "--hardware", hardware, "--calibration", calibration,
-                          "--tp", str(p["tp"]), "--batch", str(p["batch"]), "--context", str(p["context"]),
-                          "--dtype", dtype(p), "--json"], capture_output=True, text=True, check=True)
+                          "--engine-mode", mode, "--tp", str(p["tp"]), "--batch", str(p["batch"]),
+                          "--context", str(p["context"]), "--dtype", dtype(p), "--json"],
+                         capture_output=True, text=True, check=True)
     return json.loads(out.stdout)["rows"][0]
 
 

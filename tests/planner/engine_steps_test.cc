@@ -76,6 +76,42 @@ TEST(EngineSteps, OnePointFitsTheLayerTimeAndKeepsTheEfficiency) {
   EXPECT_EQ(FitEngineSteps(*steps, *profile, {})->layer_us, 0);
 }
 
+// An engine without CUDA graphs whose host loop takes 600 µs per layer: its 7B and 13B steps are
+// the host's (32 and 40 layers: 19.2 and 24 ms, above the GPU's ~10 and ~17 ms at 0.8 of the
+// bandwidth); the graphs points beside them still fit the GPU's numbers alone.
+TEST(EngineSteps, EagerPointsFitTheHostTimePerLayer) {
+  nlohmann::json eager_7b = Point(kLlama2_7b, 100, 32 * 0.6), eager_13b = Point(kLlama2_13b, 100, 40 * 0.6);
+  eager_7b["engine_mode"] = eager_13b["engine_mode"] = "eager";
+  ASSERT_GT(32 * 0.6, HandStepMs(kLlama2_7b, 100, 0.8, 0.05));
+  ASSERT_GT(40 * 0.6, HandStepMs(kLlama2_13b, 100, 0.8, 0.05));
+  const nlohmann::json points = {Point(kLlama2_7b, 100, HandStepMs(kLlama2_7b, 100, 0.8, 0.05)),
+                                 Point(kLlama2_13b, 100, HandStepMs(kLlama2_13b, 100, 0.8, 0.05)),
+                                 Point(kLlama2_7b, 2000, HandStepMs(kLlama2_7b, 2000, 0.8, 0.05)), eager_7b,
+                                 eager_13b};
+  auto steps = ParseEngineSteps({{"points", points}}, "steps.json");
+  ASSERT_TRUE(steps.ok()) << steps.status().ToString();
+  auto profile = LoadHardwareProfile("a100-sxm");
+  ASSERT_TRUE(profile.ok());
+  auto fit = FitEngineSteps(*steps, *profile, {});
+  ASSERT_TRUE(fit.ok()) << fit.status().ToString();
+  EXPECT_EQ(fit->decode_points, 3);
+  EXPECT_EQ(fit->eager_points, 2);
+  EXPECT_NEAR(fit->memory_efficiency, 0.8, 0.0051);
+  EXPECT_NEAR(fit->layer_us, 50, 1.5);
+  EXPECT_NEAR(fit->layer_host_us, 600, 0.5);  // the grid's step
+  EXPECT_LT(fit->eager_rms_relative_error, 0.001);
+  // A mode that is neither, and an eager prefill point, are refused by name.
+  eager_7b["engine_mode"] = "lazy";
+  auto bad = ParseEngineSteps(nlohmann::json::array({eager_7b}), "bad.json");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(bad.status().message(), HasSubstr("bad.json: points[0]: engine_mode: \"lazy\" is not graphs or eager"));
+  bad = ParseEngineSteps(nlohmann::json::array({{{"model", "llama-2-7b"}, {"tp", 1}, {"prompt_tokens", 512},
+                                                 {"ttft_ms", 40}, {"engine_mode", "eager"}}}),
+                         "bad.json");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(bad.status().message(), HasSubstr("points[0]: engine_mode: eager is for decode points"));
+}
+
 TEST(EngineSteps, PublishedUnitsAreReadAsStepTimes) {
   const nlohmann::json points = {{{"model", "llama-2-7b"},
                                   {"tp", 2},

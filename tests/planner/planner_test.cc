@@ -178,7 +178,11 @@ TEST(DecodeModel, TermsMatchAHandComputation) {
   EXPECT_EQ(one->allreduce_ms, 0);
   EXPECT_NEAR(one->host_ms, 0.05, 1e-12);
   EXPECT_NEAR(one->layer_overhead_ms, 10 * 7e-3, 1e-12);
-  EXPECT_NEAR(one->step_ms, one->gemm_ms + one->attention_ms + one->lm_head_ms + 0.07 + 0.05, 1e-9);
+  // Elementwise ops per token and layer: two residual adds with their norms (4 × 1024 each), RoPE
+  // on q and k (read and write 1024 + 256), SiLU × up (read 2 × 4096, write 4096); bf16.
+  EXPECT_NEAR(one->elementwise_ms, 10 * 4 * (8 * 1024 + 2 * (1024 + 256) + 3 * 4096) * 2 / 1e11 * 1e3, 1e-12);
+  EXPECT_NEAR(one->step_ms,
+              one->gemm_ms + one->attention_ms + one->elementwise_ms + one->lm_head_ms + 0.07 + 0.05, 1e-9);
   EXPECT_NEAR(one->tokens_per_s, 4 / (one->step_ms * 1e-3), 1e-6);
   EXPECT_FALSE(one->compute_bound_gemm);
 
@@ -192,6 +196,29 @@ TEST(DecodeModel, TermsMatchAHandComputation) {
   // Logits: 4 rows of 32000 f32 gathered.
   EXPECT_NEAR(two->logits_ms, (5.0 + 4 * 32000 * 4 / 1e4) * 1e-3, 1e-9);
   EXPECT_NEAR(two->comm_share, (two->allreduce_ms + two->logits_ms) / two->step_ms, 1e-12);
+  // At TP=2 the norms and residual adds stay whole on every rank; RoPE and SiLU halve.
+  EXPECT_NEAR(two->elementwise_ms, 10 * 4 * (8 * 1024 + 2 * (512 + 128) + 3 * 2048) * 2 / 1e11 * 1e3, 1e-12);
+}
+
+TEST(DecodeModel, AnEagerEnginesStepTakesAtLeastItsHostLoop) {
+  const ModelConfig c = HandModel();
+  const EngineTraits engine{.kv_bytes = 2, .allreduce_bytes = 2, .logits_bytes = 4, .memory_utilization = 0.9};
+  const DecodePoint point{.tp = 1, .batch = 1, .context = 100, .weight_bytes = 2};
+  HardwareProfile p = HandMachine();
+  auto graphs = PredictDecodeStep(c, p, engine, point);
+  ASSERT_TRUE(graphs.ok());
+  const double device_ms = graphs->step_ms - graphs->host_ms;  // no launch time on this machine
+  EXPECT_EQ(graphs->launch_ms, 0);
+  // A host loop shorter than the GPU's work hides behind it.
+  p.layer_host_us = 0.5 * device_ms * 1e3 / 10;
+  EXPECT_NEAR(PredictDecodeStep(c, p, engine, point)->step_ms, graphs->step_ms, 1e-12);
+  // A longer one sets the step: 10 layers × 1 ms, plus the step's host time.
+  p.layer_host_us = 1000;
+  ASSERT_GT(10.0, device_ms);
+  auto eager = PredictDecodeStep(c, p, engine, point);
+  ASSERT_TRUE(eager.ok());
+  EXPECT_NEAR(eager->step_ms, 10.0 + 0.05, 1e-9);
+  EXPECT_NEAR(eager->launch_ms, 10.0 - device_ms, 1e-9);
 }
 
 TEST(DecodeModel, APrefillStepIsPricedByItsTokensAndItsSamplingRows) {
@@ -324,13 +351,13 @@ TEST(Plan, ChartHasOnePanelPerBatchWithTpAlongXAtTheFirstContext) {
   EXPECT_EQ(chart.panels[1].title, "batch 4");
   EXPECT_EQ(chart.panels[1].categories, (std::vector<std::string>{"1", "2"}));
   EXPECT_EQ(chart.panels[2].categories, (std::vector<std::string>{"1\nno fit", "2\nno fit"}));
-  EXPECT_EQ(chart.panels[0].parts.size(), 8u);
+  EXPECT_EQ(chart.panels[0].parts.size(), 9u);
   for (const DecodePrediction& row : report->rows) {
     if (row.point.batch != 4 || row.point.context != 1000) continue;
     const std::vector<double>& parts = chart.panels[1].values[row.point.tp - 1];
     EXPECT_EQ(parts,
-              (std::vector<double>{row.gemm_ms, row.attention_ms, row.allreduce_ms, row.lm_head_ms,
-                                   row.logits_ms, row.layer_overhead_ms, row.launch_ms, row.host_ms}));
+              (std::vector<double>{row.gemm_ms, row.attention_ms, row.elementwise_ms, row.allreduce_ms,
+                                   row.lm_head_ms, row.logits_ms, row.layer_overhead_ms, row.launch_ms, row.host_ms}));
   }
 }
 
