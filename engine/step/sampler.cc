@@ -1,6 +1,7 @@
 #include "engine/step/sampler.h"
 
 #include "common/splitmix64.h"
+#include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/simd16.h"
 
 #include <algorithm>
@@ -113,27 +114,12 @@ __attribute__((target("avx2"))) int32_t FirstLargestAvx2(std::span<const float> 
 }
 #endif
 
-bool HasAvx512() {
-#if defined(__x86_64__)
-  static const bool avx512 = __builtin_cpu_supports("avx512f");
-  return avx512;
-#else
-  return false;
-#endif
-}
-bool HasAvx2() {
-#if defined(__x86_64__)
-  static const bool avx2 = __builtin_cpu_supports("avx2");
-  return avx2;
-#else
-  return false;
-#endif
-}
+
 
 int32_t FirstLargest(std::span<const float> logits) {
 #if defined(__x86_64__)
-  if (HasAvx512()) return FirstLargestAvx512(logits);
-  if (HasAvx2()) return FirstLargestAvx2(logits);
+  if (cpu::HasAvx512F()) return FirstLargestAvx512(logits);
+  if (cpu::HasAvx2Fma()) return FirstLargestAvx2(logits);
 #endif
   return FirstLargestPortable(logits);
 }
@@ -222,16 +208,16 @@ bool ArgmaxPathAvailable(ArgmaxPath path) {
   switch (path) {
     case ArgmaxPath::kBest:
     case ArgmaxPath::kPortable: return true;
-    case ArgmaxPath::kAvx2: return HasAvx2();
-    case ArgmaxPath::kAvx512: return HasAvx512();
+    case ArgmaxPath::kAvx2: return cpu::HasAvx2Fma();
+    case ArgmaxPath::kAvx512: return cpu::HasAvx512F();
   }
   return false;
 }
 
 int32_t FirstLargestLogit(std::span<const float> logits, ArgmaxPath path) {
 #if defined(__x86_64__)
-  if (path == ArgmaxPath::kAvx512 && HasAvx512()) return FirstLargestAvx512(logits);
-  if (path == ArgmaxPath::kAvx2 && HasAvx2()) return FirstLargestAvx2(logits);
+  if (path == ArgmaxPath::kAvx512 && cpu::HasAvx512F()) return FirstLargestAvx512(logits);
+  if (path == ArgmaxPath::kAvx2 && cpu::HasAvx2Fma()) return FirstLargestAvx2(logits);
 #endif
   return path == ArgmaxPath::kBest ? FirstLargest(logits) : FirstLargestPortable(logits);
 }

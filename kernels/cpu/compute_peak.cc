@@ -5,6 +5,7 @@
 #include <chrono>
 #include <vector>
 
+#include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/linear_dot.h"
 #include "kernels/cpu/thread_pool.h"
 #include "kernels/cpu/x86_intrinsics.h"
@@ -97,7 +98,7 @@ double MeasurePeak(ThreadPool* pool, Loop loop, int chains, int flops_per_instru
 
 double MeasureBf16PeakGflops(ThreadPool* pool) {
 #if defined(__x86_64__)
-  if (!dot::HasAvx512Bf16()) return 0;
+  if (!HasAvx512Bf16()) return 0;
   return MeasurePeak(pool, Bf16Loop, kChains512, 64);
 #else
   (void)pool;
@@ -107,8 +108,8 @@ double MeasureBf16PeakGflops(ThreadPool* pool) {
 
 double MeasureF32FmaPeakGflops(ThreadPool* pool) {
 #if defined(__x86_64__)
-  if (__builtin_cpu_supports("avx512f")) return MeasurePeak(pool, Fma512Loop, kChains512, 32);
-  if (dot::HasAvx2()) return MeasurePeak(pool, Fma256Loop, kChains256, 16);
+  if (HasAvx512F()) return MeasurePeak(pool, Fma512Loop, kChains512, 32);
+  if (HasAvx2Fma()) return MeasurePeak(pool, Fma256Loop, kChains256, 16);
 #endif
   (void)pool;
   return 0;

@@ -11,6 +11,7 @@
 
 #include "common/cache_line_allocator.h"
 #include "common/dtype.h"
+#include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/linear_amx.h"
 #include "kernels/cpu/linear_dot.h"
 #include "kernels/cpu/thread_pool.h"
@@ -101,14 +102,6 @@ void DotRowsPortable(const uint16_t* w, size_t rows, const float* const* x, int 
 
 using DotTable = dot::Table<dot::F32Fn>;
 
-bool HasAvx512() {
-#if defined(__x86_64__)
-  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-         __builtin_cpu_supports("avx512vl");
-#else
-  return false;
-#endif
-}
 
 const DotTable& Table(bool avx512) {
 #if defined(__x86_64__)
@@ -255,13 +248,13 @@ Result<LinearKernel> ParseLinearKernel(std::string_view name) {
 bool LinearKernelAvailable(LinearKernel kernel) {
   switch (kernel) {
     case LinearKernel::kAmx:
-      return HasAvx512() && amx::Available();
+      return HasAvx512FBwVl() && amx::Available();
     case LinearKernel::kAvx512Bf16:
-      return dot::HasAvx512Bf16();
+      return HasAvx512Bf16();
     case LinearKernel::kAvx512:
-      return HasAvx512();
+      return HasAvx512FBwVl();
     case LinearKernel::kAvx2:
-      return dot::HasAvx2();
+      return HasAvx2Fma();
     case LinearKernel::kPortable:
       return true;
   }
@@ -336,7 +329,7 @@ void Linear(const LinearArgs& a, ThreadPool* pool, LinearKernel kernel) {
   // Row-major weights (in % 32 != 0, or not arranged by the caller) under kAmx take the AVX-512 path.
   const DotTable& table = kernel == LinearKernel::kAvx2       ? dot::Avx2()
                           : kernel == LinearKernel::kPortable ? Table(false)
-                                                              : Table(HasAvx512());
+                                                              : Table(HasAvx512FBwVl());
   // Every token's row on whole cache lines: a 512-bit (or 256-bit) activation load that straddles
   // two lines issues twice, and the AVX-512 kernel then ran at 54 GB/s of weights per thread in
   // cache against 79 aligned (docs/PERFORMANCE.md). The engine's buffers are aligned already; any

@@ -74,8 +74,6 @@ TPSERVE_TARGET_AVX2 void DotRowsAvx2(const uint16_t* w, size_t rows, const float
 
 }  // namespace
 
-bool HasAvx2() { return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"); }
-
 const Table<F32Fn>& Avx2() {
   static const Table<F32Fn> table = {{nullptr, DotRowsAvx2<1>, DotRowsAvx2<2>, DotRowsAvx2<3>, DotRowsAvx2<4>}};
   return table;
@@ -83,7 +81,6 @@ const Table<F32Fn>& Avx2() {
 
 #else  // not x86-64: never available, never called
 
-bool HasAvx2() { return false; }
 const Table<F32Fn>& Avx2() {
   static const Table<F32Fn> none;
   return none;

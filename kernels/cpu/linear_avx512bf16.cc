@@ -202,11 +202,6 @@ TPSERVE_TARGET_AVX512BF16 void SplitToBf16PairsAvx512(const float* x, int tokens
 
 }  // namespace
 
-bool HasAvx512Bf16() {
-  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bf16");
-}
-
 const Table<Bf16Fn>& Avx512Bf16() {
   static const Table<Bf16Fn> table = {
       {nullptr, DotRowsAvx512Bf16<1>, DotRowsAvx512Bf16<2>, DotRowsAvx512Bf16<3>, DotRowsAvx512Bf16<4>},
@@ -237,7 +232,6 @@ void TileRowsAvx512Bf16(const uint16_t* w, int in, const uint16_t* x, int tokens
 
 #else  // not x86-64: never available, never called
 
-bool HasAvx512Bf16() { return false; }
 const Table<Bf16Fn>& Avx512Bf16() {
   static const Table<Bf16Fn> none;
   return none;

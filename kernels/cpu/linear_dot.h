@@ -39,14 +39,12 @@ struct Table {
   size_t rows_per_call = SIZE_MAX;
 };
 
-// AVX2 + FMA (linear_avx2.cc): 8-lane f32 FMA on the weights widened to f32.
-bool HasAvx2();
+// AVX2 + FMA (linear_avx2.cc; cpu::HasAvx2Fma): 8-lane f32 FMA on the weights widened to f32.
 const Table<F32Fn>& Avx2();
 
 // AVX-512 BF16 (linear_avx512bf16.cc): VDPBF16PS on bf16 pairs, each activation split once per
 // call into two bf16 (SplitToBf16: out [tokens, 2, in], a row's hi parts then its lo parts); the
-// table's x[t] is a token's hi row, its lo row follows it.
-bool HasAvx512Bf16();
+// table's x[t] is a token's hi row, its lo row follows it. Where cpu::HasAvx512Bf16.
 const Table<Bf16Fn>& Avx512Bf16();
 void SplitToBf16(const float* x, int tokens, int in, uint16_t* out);
 

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "common/huge_page_allocator.h"
+#include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/thread_pool.h"
 
 #if defined(__x86_64__)
@@ -56,8 +57,8 @@ __attribute__((target("avx2"))) uint64_t ChecksumAvx2(const uint8_t* p, size_t n
 
 uint64_t Checksum(const uint8_t* p, size_t n) {
 #if defined(__x86_64__)
-  if (__builtin_cpu_supports("avx512f")) return ChecksumAvx512(p, n);
-  if (__builtin_cpu_supports("avx2")) return ChecksumAvx2(p, n);
+  if (HasAvx512F()) return ChecksumAvx512(p, n);
+  if (HasAvx2Fma()) return ChecksumAvx2(p, n);
 #endif
   uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
   size_t i = 0;

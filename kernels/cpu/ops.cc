@@ -5,6 +5,7 @@
 #include <cstring>
 #include <numbers>
 
+#include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/simd16.h"
 
 namespace tpserve::cpu {
@@ -13,14 +14,6 @@ namespace {
 
 using simd16::Float16;
 
-bool HasAvx512Foundation() {
-#if defined(__x86_64__)
-  static const bool avx512 = __builtin_cpu_supports("avx512f");
-  return avx512;
-#else
-  return false;
-#endif
-}
 
 // SiLU(gate)·up and the softmax's exp on 16 floats at a time, glibc's scalar expf replaced by
 // simd16::Exp (it took 3-4 ns an element: SiLU was a third of batch 8's non-Linear time on the
@@ -108,21 +101,21 @@ __attribute__((target("avx512f"))) void ExpShiftedAvx512(float* x, int n, float 
 
 void RmsNorm(const float* x, const float* weight, float* y, int n, float eps) {
 #if defined(__x86_64__)
-  if (HasAvx512Foundation()) return RmsNormAvx512(x, weight, y, n, eps);
+  if (HasAvx512F()) return RmsNormAvx512(x, weight, y, n, eps);
 #endif
   RmsNormPortable(x, weight, y, n, eps);
 }
 
 void SiluMul(const float* gate, const float* up, float* out, int n) {
 #if defined(__x86_64__)
-  if (HasAvx512Foundation()) return SiluMulAvx512(gate, up, out, n);
+  if (HasAvx512F()) return SiluMulAvx512(gate, up, out, n);
 #endif
   SiluMulPortable(gate, up, out, n);
 }
 
 void ExpShifted(float* x, int n, float shift) {
 #if defined(__x86_64__)
-  if (HasAvx512Foundation()) return ExpShiftedAvx512(x, n, shift);
+  if (HasAvx512F()) return ExpShiftedAvx512(x, n, shift);
 #endif
   ExpShiftedPortable(x, n, shift);
 }
@@ -295,7 +288,7 @@ __attribute__((target("avx512f"))) void AttendOneHeadAvx512(const float* q, int 
 void AttendOneHead(const float* q, int head, int heads, const KvLayerView& kv,
                    const int32_t* block_table, int length, float scale, float* out, float* scores) {
 #if defined(__x86_64__)
-  if (HasAvx512Foundation())
+  if (HasAvx512F())
     return AttendOneHeadAvx512(q, head, heads, kv, block_table, length, scale, out, scores);
 #endif
   AttendOneHeadPortable(q, head, heads, kv, block_table, length, scale, out, scores);

@@ -3,7 +3,7 @@
 // includes its own, so a caller with __attribute__((target("avx512f"))) gets one AVX-512
 // instruction per operation on 16 floats and a plain caller four SSE ones. What differs between
 // the two: AVX-512 fuses a * b + c into one rounding, SSE rounds twice; a process picks one and
-// keeps it (HasAvx512Foundation), so its results do not depend on the call.
+// keeps it (cpu::HasAvx512F), so its results do not depend on the call.
 #pragma once
 
 #include <cstdint>
