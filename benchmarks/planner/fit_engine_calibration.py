@@ -137,13 +137,16 @@ def fit_eager(eager, profiles, scratch, tag):
         profile = json.loads(calibrate(str(base_path), mine, scratch, f"{tag}-{gpu}-eager").read_text())
         per_gpu.append((len(mine), profile["overheads"]["layer_host_us"]))
     points = sum(n for n, _ in per_gpu)
+    if points == 0:
+        return None  # no eager entry: `plan --engine-mode eager` refuses such a calibration by name
     return {"layer_host_us": round(sum(n * h for n, h in per_gpu) / points, 1),
             "fitted_on": f"decode: {described(eager)} on {len(per_gpu)} GPU types"}
 
 
 def write_calibration(fitted, path, about):
     profiles, eager = fitted
-    path.write_text(json.dumps({"_about": about, "profiles": profiles, "eager": eager}, indent=1) + "\n")
+    value = {"_about": about, "profiles": profiles} | ({"eager": eager} if eager else {})
+    path.write_text(json.dumps(value, indent=1) + "\n")
 
 
 def predict_decode(p, calibration):
@@ -189,7 +192,8 @@ with tempfile.TemporaryDirectory() as scratch:
             print(f"{gpu}: memory {c['efficiency']['memory']:.3f}, {c['overheads']['layer_us']:.1f} us/layer, compute "
                   f"{c['efficiency']['compute']:.3f}, half at {c['efficiency']['compute_half_rows']:.0f} rows "
                   f"({c['fitted_on']})")
-        print(f"eager engines: {eager['layer_host_us']:.1f} us of host time per layer ({eager['fitted_on']})")
+        if eager:
+            print(f"eager engines: {eager['layer_host_us']:.1f} us of host time per layer ({eager['fitted_on']})")
         print(f"wrote {target} (rebuild tpserve to compile it in)")
 
     print("\nUncalibrated presets (--calibration none):")
