@@ -114,8 +114,6 @@ __attribute__((target("avx2"))) int32_t FirstLargestAvx2(std::span<const float> 
 }
 #endif
 
-
-
 int32_t FirstLargest(std::span<const float> logits) {
 #if defined(__x86_64__)
   if (cpu::HasAvx512F()) return FirstLargestAvx512(logits);

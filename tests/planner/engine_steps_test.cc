@@ -44,15 +44,22 @@ nlohmann::json Point(const Shape& s, int context, double step_ms) {
           {"context", context}, {"dtype", "fp16"}, {"step_ms", step_ms}};
 }
 
+// Three steps of two models and two contexts made at 0.8 of the A100's bandwidth and 50 µs per layer.
+nlohmann::json PointsAt80PercentAnd50Us() {
+  return {Point(kLlama2_7b, 100, HandStepMs(kLlama2_7b, 100, 0.8, 0.05)),
+          Point(kLlama2_13b, 100, HandStepMs(kLlama2_13b, 100, 0.8, 0.05)),
+          Point(kLlama2_7b, 2000, HandStepMs(kLlama2_7b, 2000, 0.8, 0.05))};
+}
+
+// `points` parsed and fitted on the a100-sxm preset.
+Result<EngineFit> FitOnA100(const nlohmann::json& points) {
+  ASSIGN_OR_RETURN(const std::vector<EngineStep> steps, ParseEngineSteps({{"points", points}}, "steps.json"));
+  ASSIGN_OR_RETURN(const HardwareProfile profile, LoadHardwareProfile("a100-sxm"));
+  return FitEngineSteps(steps, profile, {});
+}
+
 TEST(EngineSteps, RecoverTheEfficiencyAndLayerTimeTheStepsWereMadeWith) {
-  const nlohmann::json points = {Point(kLlama2_7b, 100, HandStepMs(kLlama2_7b, 100, 0.8, 0.05)),
-                                 Point(kLlama2_13b, 100, HandStepMs(kLlama2_13b, 100, 0.8, 0.05)),
-                                 Point(kLlama2_7b, 2000, HandStepMs(kLlama2_7b, 2000, 0.8, 0.05))};
-  auto steps = ParseEngineSteps({{"points", points}}, "steps.json");
-  ASSERT_TRUE(steps.ok()) << steps.status().ToString();
-  auto profile = LoadHardwareProfile("a100-sxm");
-  ASSERT_TRUE(profile.ok());
-  auto fit = FitEngineSteps(*steps, *profile, {});
+  auto fit = FitOnA100(PointsAt80PercentAnd50Us());
   ASSERT_TRUE(fit.ok()) << fit.status().ToString();
   EXPECT_TRUE(fit->efficiency_fitted);
   EXPECT_NEAR(fit->memory_efficiency, 0.8, 0.0051);  // the grid's step
@@ -84,15 +91,10 @@ TEST(EngineSteps, EagerPointsFitTheHostTimePerLayer) {
   eager_7b["engine_mode"] = eager_13b["engine_mode"] = "eager";
   ASSERT_GT(32 * 0.6, HandStepMs(kLlama2_7b, 100, 0.8, 0.05));
   ASSERT_GT(40 * 0.6, HandStepMs(kLlama2_13b, 100, 0.8, 0.05));
-  const nlohmann::json points = {Point(kLlama2_7b, 100, HandStepMs(kLlama2_7b, 100, 0.8, 0.05)),
-                                 Point(kLlama2_13b, 100, HandStepMs(kLlama2_13b, 100, 0.8, 0.05)),
-                                 Point(kLlama2_7b, 2000, HandStepMs(kLlama2_7b, 2000, 0.8, 0.05)), eager_7b,
-                                 eager_13b};
-  auto steps = ParseEngineSteps({{"points", points}}, "steps.json");
-  ASSERT_TRUE(steps.ok()) << steps.status().ToString();
-  auto profile = LoadHardwareProfile("a100-sxm");
-  ASSERT_TRUE(profile.ok());
-  auto fit = FitEngineSteps(*steps, *profile, {});
+  nlohmann::json points = PointsAt80PercentAnd50Us();
+  points.push_back(eager_7b);
+  points.push_back(eager_13b);
+  auto fit = FitOnA100(points);
   ASSERT_TRUE(fit.ok()) << fit.status().ToString();
   EXPECT_EQ(fit->decode_points, 3);
   EXPECT_EQ(fit->eager_points, 2);
