@@ -144,20 +144,26 @@ void DotRows(const LinearArgs& a, const Act* activations, size_t row_stride, con
   }
 }
 
-// Output rows split among the pool in pieces of 16 (or all on this thread without one).
+// Output rows split among the pool in pieces of `grain` rows (or all on this thread without one).
 template <typename Rows>
-void ForEachRowRange(const LinearArgs& a, ThreadPool* pool, const Rows& rows) {
+void ForEachRowRange(const LinearArgs& a, ThreadPool* pool, const Rows& rows, size_t grain = 16) {
   if (pool == nullptr) {
     rows(0, a.out);
   } else {
-    pool->ParallelFor(a.out, 16, rows);
+    pool->ParallelFor(a.out, grain, rows);
   }
 }
 
-// Rows [0, RowsInFullTiles(out)) of a kAmxTiles matrix are arranged in tiles; the rest are
-// row-major.
-size_t RowsInFullTiles(int out) {
-  return static_cast<size_t>(out) / amx::kTileRows * amx::kTileRows;
+// Rows per full unit of a tiled layout: an AMX block of 16, a pair group of 32.
+size_t TiledUnitRows(WeightLayout layout) {
+  return layout == WeightLayout::kPairGroups ? dot::kPairGroupRows : amx::kTileRows;
+}
+
+// Rows [0, RowsInFullUnits(out, layout)) of a tiled matrix are arranged; the rest are row-major.
+size_t RowsInFullUnits(int out, WeightLayout layout) {
+  if (layout == WeightLayout::kRowMajor) return 0;
+  const size_t unit = TiledUnitRows(layout);
+  return static_cast<size_t>(out) / unit * unit;
 }
 
 // The AMX path: activations packed once by the caller, then 16-output tiles split among the pool.
@@ -168,7 +174,7 @@ void LinearAmx(const LinearArgs& a, ThreadPool* pool) {
   thread_local amx::PackedActivations scratch;
   const amx::PackedActivations& packed = scratch;
   amx::Pack(a.x, a.tokens, a.in, &scratch);
-  const size_t full_rows = RowsInFullTiles(a.out);
+  const size_t full_rows = RowsInFullUnits(a.out, WeightLayout::kAmxTiles);
   const size_t units = (static_cast<size_t>(a.out) + amx::kTileRows - 1) / amx::kTileRows;
   auto rows = [&](size_t unit_begin, size_t unit_end) {
     const size_t begin = unit_begin * amx::kTileRows;
@@ -184,34 +190,38 @@ void LinearAmx(const LinearArgs& a, ThreadPool* pool) {
 }
 
 // The AVX-512 BF16 path: the activations split into bf16 hi and lo parts once, in the caller's
-// scratch (read by every pool member). Tile-layout weights: whole 16-row blocks through the tile
-// path, on the split rows as pairs; the rows past the last block (row-major), and all rows of
+// scratch (read by every pool member). kPairGroups weights: whole 32-row groups through the group
+// path, on the split rows as pairs; the rows past the last group (row-major), and all rows of
 // row-major weights, through the row kernel on the split rows as halves. Ranges start on
-// multiples of 16 (ForEachRowRange).
+// multiples of 32.
 void LinearAvx512Bf16(const LinearArgs& a, ThreadPool* pool) {
-  const size_t tiled_rows = a.layout == WeightLayout::kAmxTiles ? RowsInFullTiles(a.out) : 0;
+  const size_t grouped_rows = RowsInFullUnits(a.out, a.layout);
   thread_local std::vector<uint16_t, CacheLineAllocator<uint16_t>> pairs, halves;
-  if (tiled_rows > 0) {
+  if (grouped_rows > 0) {
     pairs.resize(static_cast<size_t>(a.tokens) * dot::PairRowStride(a.in));
     dot::SplitToBf16Pairs(a.x, a.tokens, a.in, pairs.data());
   }
-  if (tiled_rows < static_cast<size_t>(a.out)) {
+  if (grouped_rows < static_cast<size_t>(a.out)) {
     halves.resize(static_cast<size_t>(a.tokens) * 2 * a.in);
     dot::SplitToBf16(a.x, a.tokens, a.in, halves.data());
   }
   const uint16_t* as_pairs = pairs.data();
   const uint16_t* as_halves = halves.data();
-  ForEachRowRange(a, pool, [&](size_t begin, size_t end) {
-    const size_t tiled_end = std::min(end, tiled_rows);
-    if (begin < tiled_end) {
-      dot::TileRowsAvx512Bf16(a.w, a.in, as_pairs, a.tokens, begin, tiled_end, a.y,
-                              static_cast<size_t>(a.out));
-      AddBias(a, begin, tiled_end);
-    }
-    const size_t row_major_begin = std::max(begin, tiled_rows);
-    if (row_major_begin < end)
-      DotRows(a, as_halves, 2 * static_cast<size_t>(a.in), dot::Avx512Bf16(), row_major_begin, end);
-  });
+  ForEachRowRange(
+      a, pool,
+      [&](size_t begin, size_t end) {
+        const size_t grouped_end = std::min(end, grouped_rows);
+        if (begin < grouped_end) {
+          dot::GroupRowsAvx512Bf16(a.w, a.in, as_pairs, a.tokens, begin, grouped_end, a.y,
+                                   static_cast<size_t>(a.out));
+          AddBias(a, begin, grouped_end);
+        }
+        const size_t row_major_begin = std::max(begin, grouped_rows);
+        if (row_major_begin < end)
+          DotRows(a, as_halves, 2 * static_cast<size_t>(a.in), dot::Avx512Bf16(), row_major_begin,
+                  end);
+      },
+      dot::kPairGroupRows);
 }
 
 }  // namespace
@@ -272,13 +282,19 @@ LinearKernel BestLinearKernel() {
 }
 
 WeightLayout PreferredLayout(LinearKernel kernel, int in) {
-  const bool tiles = kernel == LinearKernel::kAmx || kernel == LinearKernel::kAvx512Bf16;
-  return tiles && in % amx::kChunk == 0 ? WeightLayout::kAmxTiles : WeightLayout::kRowMajor;
+  if (in % amx::kChunk != 0) return WeightLayout::kRowMajor;
+  if (kernel == LinearKernel::kAmx) return WeightLayout::kAmxTiles;
+  if (kernel == LinearKernel::kAvx512Bf16) return WeightLayout::kPairGroups;
+  return WeightLayout::kRowMajor;
 }
 
-// Element (o, i) of a full 16-row block in the kAmxTiles layout: tile i / 32, input pair (i % 32) / 2
-// (the tile row), output o (the pair of columns), element i % 2.
-size_t AmxTileIndex(int o, int i) {
+// Element (o, i) of a full unit (16-row block or 32-row group) of a tiled layout, from its start.
+// kAmxTiles: tile i / 32, input pair (i % 32) / 2 (the tile row), output o (the pair of columns),
+// element i % 2. kPairGroups: input pair i / 2, block o / 16, output o % 16, element i % 2.
+size_t TiledIndex(WeightLayout layout, int o, int i) {
+  if (layout == WeightLayout::kPairGroups) {
+    return static_cast<size_t>(i / 2) * (2 * dot::kPairGroupRows) + o * 2 + i % 2;
+  }
   const int chunk = i / amx::kChunk, pair = (i % amx::kChunk) / 2;
   return (static_cast<size_t>(chunk) * amx::kTileRows + pair) * (2 * amx::kTileRows) + o * 2 + i % 2;
 }
@@ -286,36 +302,44 @@ size_t AmxTileIndex(int o, int i) {
 void ArrangeWeights(uint16_t* w, int out, int in, WeightLayout layout) {
   if (layout == WeightLayout::kRowMajor) return;
   if (in % amx::kChunk != 0) {
-    std::fprintf(stderr, "tpserve: ArrangeWeights: AMX tiles need in %% 32 == 0, got in = %d\n", in);
+    std::fprintf(stderr, "tpserve: ArrangeWeights: tiled layouts need in %% 32 == 0, got in = %d\n",
+                 in);
     std::abort();
   }
-  const size_t block_elements = static_cast<size_t>(amx::kTileRows) * in;
-  std::vector<uint16_t> block(block_elements);
-  for (int row = 0; row + amx::kTileRows <= out; row += amx::kTileRows) {
-    uint16_t* dst = w + static_cast<size_t>(row) * in;
-    std::copy_n(dst, block_elements, block.data());
-    for (int o = 0; o < amx::kTileRows; ++o) {
-      for (int i = 0; i < in; ++i) dst[AmxTileIndex(o, i)] = block[static_cast<size_t>(o) * in + i];
+  const size_t unit_rows = TiledUnitRows(layout);
+  const size_t unit_elements = unit_rows * in;
+  std::vector<uint16_t> unit(unit_elements);
+  for (size_t row = 0; row < RowsInFullUnits(out, layout); row += unit_rows) {
+    uint16_t* dst = w + row * in;
+    std::copy_n(dst, unit_elements, unit.data());
+    for (size_t o = 0; o < unit_rows; ++o) {
+      for (int i = 0; i < in; ++i) {
+        dst[TiledIndex(layout, static_cast<int>(o), i)] = unit[o * in + i];
+      }
     }
   }
 }
 
 void ReadWeightRow(const uint16_t* w, int out, int in, WeightLayout layout, int row, float* dst) {
-  if (layout == WeightLayout::kRowMajor || static_cast<size_t>(row) >= RowsInFullTiles(out)) {
+  if (static_cast<size_t>(row) >= RowsInFullUnits(out, layout)) {
     ConvertElements(w + static_cast<size_t>(row) * in, DType::kBF16, dst, DType::kF32, in);
     return;
   }
-  const uint16_t* block = w + static_cast<size_t>(row / amx::kTileRows) * amx::kTileRows * in;
-  for (int i = 0; i < in; ++i) dst[i] = BF16ToF32(block[AmxTileIndex(row % amx::kTileRows, i)]);
+  const size_t unit_rows = TiledUnitRows(layout);
+  const uint16_t* unit = w + static_cast<size_t>(row) / unit_rows * unit_rows * in;
+  const int o = static_cast<int>(static_cast<size_t>(row) % unit_rows);
+  for (int i = 0; i < in; ++i) dst[i] = BF16ToF32(unit[TiledIndex(layout, o, i)]);
 }
 
 void Linear(const LinearArgs& a, ThreadPool* pool, LinearKernel kernel) {
-  if (a.layout == WeightLayout::kAmxTiles && kernel != LinearKernel::kAmx &&
-      kernel != LinearKernel::kAvx512Bf16) {
-    std::fprintf(
-        stderr,
-        "tpserve: Linear: weights arranged in tiles need the amx or avx512bf16 kernel, not %s\n",
-        LinearKernelName(kernel));
+  const bool layout_fits = a.layout == WeightLayout::kRowMajor ||
+                           (a.layout == WeightLayout::kAmxTiles && kernel == LinearKernel::kAmx) ||
+                           (a.layout == WeightLayout::kPairGroups && kernel == LinearKernel::kAvx512Bf16);
+  if (!layout_fits) {
+    std::fprintf(stderr,
+                 "tpserve: Linear: weights in the %s layout need the %s kernel, not %s\n",
+                 a.layout == WeightLayout::kAmxTiles ? "AMX tile" : "pair group",
+                 a.layout == WeightLayout::kAmxTiles ? "amx" : "avx512bf16", LinearKernelName(kernel));
     std::abort();
   }
   if (kernel == LinearKernel::kAmx && a.layout == WeightLayout::kAmxTiles) {

@@ -18,12 +18,16 @@ namespace tpserve::cpu {
 
 class ThreadPool;
 
-// How a weight matrix [out, in] is laid out in memory. kAmxTiles (only where in % 32 == 0) stores
-// each full block of 16 rows (outputs) as in / 32 consecutive 1 KiB AMX B tiles, one per chunk of
-// 32 inputs: 16 input pairs × 16 outputs × 2, i.e. tile[p][o][e] = W[o][32 chunk + 2p + e]. The AMX
-// and AVX-512 BF16 kernels then stream the weights in memory order (for the latter one 64-byte line
-// is one input pair of 16 outputs); rows past the last full block stay row-major.
-enum class WeightLayout { kRowMajor, kAmxTiles };
+// How a weight matrix [out, in] is laid out in memory (both tiled layouts only where in % 32 == 0;
+// rows past the last full block or group stay row-major):
+// - kAmxTiles: each full block of 16 rows (outputs) as in / 32 consecutive 1 KiB AMX B tiles, one
+//   per chunk of 32 inputs: 16 input pairs × 16 outputs × 2, i.e. tile[p][o][e] = W[o][32 chunk +
+//   2p + e]. The AMX kernel streams it in memory order.
+// - kPairGroups: each full group of 32 rows as [in / 2 input pairs][2 blocks][16 outputs][2], i.e.
+//   group[p][b][o][e] = W[16 b + o][2p + e]: input pair p of the group's two 16-output blocks is
+//   two adjacent 64-byte lines. The AVX-512 BF16 kernel streams it in memory order, both blocks'
+//   sums in flight at once (linear_avx512bf16.cc).
+enum class WeightLayout { kRowMajor, kAmxTiles, kPairGroups };
 
 struct LinearArgs {
   const float* x = nullptr;       // [tokens, in]
@@ -63,15 +67,15 @@ Result<LinearKernel> ParseLinearKernel(std::string_view name);
 bool LinearKernelAvailable(LinearKernel kernel);
 LinearKernel BestLinearKernel();  // the fastest available on this CPU
 
-// kAmxTiles weights need the kAmx or kAvx512Bf16 kernel; kAmx on row-major weights runs the AVX-512
-// path.
+// kAmxTiles weights need the kAmx kernel, kPairGroups weights the kAvx512Bf16 kernel; kAmx on
+// row-major weights runs the AVX-512 path.
 void Linear(const LinearArgs& args, ThreadPool* pool, LinearKernel kernel = BestLinearKernel());
 
 // The layout `kernel` reads fastest for a matrix with `in` columns.
 WeightLayout PreferredLayout(LinearKernel kernel, int in);
 
-// Rearranges a row-major w [out, in] into `layout`, in place (kAmxTiles: in % 32 == 0, as
-// PreferredLayout gives it).
+// Rearranges a row-major w [out, in] into `layout`, in place (the tiled layouts: in % 32 == 0, as
+// PreferredLayout gives them).
 void ArrangeWeights(uint16_t* w, int out, int in, WeightLayout layout);
 
 // Row `row` of w [out, in] (in `layout`), widened to f32: an embedding lookup in a tied LM head.

@@ -6,13 +6,16 @@
 // mantissa where rounding it to bf16 would keep 8 (the engine's logits then miss the float64
 // reference by 10x more: tests/engine/reference_forward_test.cc).
 //
-// Two paths. Weights in WeightLayout::kAmxTiles (what PreferredLayout gives where in % 32 == 0)
-// take the tile path below: each lane of a vector is one output, no horizontal sums. Row-major
-// weights (other shapes, and the rows past the last 16-row block) take the row path: 32-element
+// Two paths. Weights in WeightLayout::kPairGroups (what PreferredLayout gives where in % 32 == 0)
+// take the group path below: each lane of a vector is one output, no horizontal sums. Row-major
+// weights (other shapes, and the rows past the last 32-row group) take the row path: 32-element
 // block b of a row accumulates W·hi, then W·lo, into accumulator b % 4 of its token; they are
 // combined as (a0 + a1) + (a2 + a3) and reduced in one fixed order, whatever the batch.
 #include <algorithm>
 #include <cstring>
+#include <vector>
+
+#include "common/cache_line_allocator.h"
 
 #include "kernels/cpu/linear_amx.h"
 #include "kernels/cpu/linear_dot.h"
@@ -89,71 +92,115 @@ TPSERVE_TARGET_AVX512BF16 inline __m512bh AsBf16(__m512i v) {
   return reinterpret_cast<__m512bh>(v);
 }
 
-// The tile path: weights in WeightLayout::kAmxTiles, where a block of 16 rows is [in / 2 pairs][16
-// outputs][2] (linear.h), so one 64-byte line is input pair p of all 16 outputs. Two permutes
-// copy it into two vectors, each holding 8 outputs' pair twice (lanes 2j and 2j + 1: output j);
-// a token's hi pair and lo pair, stored side by side (SplitToBf16Pairs), are broadcast as one
-// 64-bit value, so VDPBF16PS adds w[o][2p]·hi[2p] + w[o][2p+1]·hi[2p+1] to lane 2j and the same
-// with lo to lane 2j + 1. Lane 2j is thus output j's hi sum over the pairs in order, lane 2j + 1
-// its lo sum, and y = hi + lo: no horizontal sums, each weight line loaded once for all the
-// tokens of a pass, and one broadcast per token and pair (one for each of hi and lo ran 12-23%
-// slower at 8 tokens in cache). A lane's sequence does not depend on the number of tokens (n),
-// so batches stay bitwise invariant.
+// The group path: weights in WeightLayout::kPairGroups, where a group of 32 rows (two blocks of 16
+// outputs) is [in / 2 pairs][2 blocks][16 outputs][2] (linear.h), so input pair p of a group is two
+// 64-byte lines side by side, one per block. Two permutes copy a block's line into two vectors,
+// each holding 8 outputs' pair twice (lanes 2j and 2j + 1: output j); a token's hi pair and lo pair,
+// stored side by side (SplitToBf16Pairs), are broadcast as one 64-bit value, so VDPBF16PS adds
+// w[o][2p]·hi[2p] + w[o][2p+1]·hi[2p+1] to lane 2j and the same with lo to lane 2j + 1. Lane 2j is
+// thus output j's hi sum over the pairs in order, lane 2j + 1 its lo sum, and y = hi + lo: no
+// horizontal sums, and one broadcast per token and pair for both blocks.
 //
-// One 16-row block (w) against n tokens; out[t * out_stride + o]. One block at a time keeps the
-// weights one sequential stream: two or four blocks side by side (more accumulator chains, each
-// weight line shared by as many) read the LM head at one token at 64-82% of the paired read
-// against 82-93% for one, and ran no faster elsewhere (bench_linear, docs/PERFORMANCE.md).
-template <int n>
-TPSERVE_TARGET_AVX512BF16 void TileBlockAvx512Bf16(const uint16_t* w, int in,
-                                                   const uint16_t* const* x, float* out,
+// A pass computes both blocks of a group for up to four tokens (16 accumulators; 32 registers hold
+// no more), reading the group as one stream in memory order. At one token that is four chains
+// where a 16-row block alone has two: with two, VDPBF16PS's latency held the read to about 80% of
+// the DRAM ceiling (bench_linear, docs/PERFORMANCE.md). Other orders measured slower on the AMD
+// EPYC (Zen 5) this was tuned on: two blocks stored apart and read side by side (two streams) read
+// the LM head at 64-82% of the paired read against 82-93% for one block; two chunks of a block
+// 2 KiB apart ran one token 20% slower; a pass over one block of a group (every other line) from
+// memory ran eight tokens 16-50% slower.
+//
+// More than four tokens: the group goes chunk by chunk (kChunkPairs input pairs, 8 KiB). The first
+// four tokens pass over both blocks of a chunk, which brings it from memory in order; the rest, in
+// eights, pass over one block at a time (16 accumulators, half the permutes per product) while the
+// chunk is in the L1 cache. The sums wait in f32 memory between chunks. A lane's sequence is the
+// same whichever pass computes it (and an f32 store and load are exact), so batches stay bitwise
+// invariant.
+constexpr int kBothBlocksTokens = 4;
+constexpr int kOneBlockTokens = 8;
+constexpr int kChunkPairs = 128;
+constexpr int kSumsPerToken = 2 * 2 * 16;  // [2 blocks][outputs 0-7, 8-15][16 lanes]
+
+// Blocks [first_block, first_block + kBlocks) of one group against n tokens, over input pairs
+// [pair_begin, pair_end) of `pairs`. sums: kSumsPerToken floats per token, read at the start unless
+// pair_begin is 0 and written at the end unless pair_end is `pairs`; after the last pair, block
+// b's output o of token t goes to out[t * out_stride + 16 b + o].
+template <int n, int kBlocks>
+TPSERVE_TARGET_AVX512BF16 void GroupPassAvx512Bf16(const uint16_t* group, int first_block,
+                                                   int pair_begin, int pair_end, int pairs,
+                                                   const uint16_t* const* x, float* sums, float* out,
                                                    size_t out_stride) {
   const __m512i outputs_0_to_7 = _mm512_set_epi32(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0);
   const __m512i outputs_8_to_15 =
       _mm512_set_epi32(15, 15, 14, 14, 13, 13, 12, 12, 11, 11, 10, 10, 9, 9, 8, 8);
-  __m512 first[n], second[n];  // outputs 0-7 and 8-15: lane 2j the hi sum, 2j + 1 the lo sum
-  for (int t = 0; t < n; ++t) first[t] = second[t] = _mm512_setzero_ps();
-  const int pairs = in / 2;
-  for (int p = 0; p < pairs; ++p) {
-    const uint16_t* line = w + 2 * amx::kTileRows * static_cast<size_t>(p);
-    PrefetchWeights(reinterpret_cast<const char*>(line) + kPrefetchBytes);
-    const __m512i wp = _mm512_loadu_si512(line);
-    const __m512bh w_first = AsBf16(_mm512_permutexvar_epi32(outputs_0_to_7, wp));
-    const __m512bh w_second = AsBf16(_mm512_permutexvar_epi32(outputs_8_to_15, wp));
+  constexpr int kVectors = 2 * kBlocks;  // per token: [block][outputs 0-7, 8-15]
+  auto sum_at = [&](int t, int v) { return sums + t * kSumsPerToken + (2 * first_block + v) * 16; };
+  __m512 acc[n][kVectors];
+#pragma GCC unroll 8
+  for (int t = 0; t < n; ++t) {
+#pragma GCC unroll 4
+    for (int v = 0; v < kVectors; ++v) {
+      acc[t][v] = pair_begin == 0 ? _mm512_setzero_ps() : _mm512_loadu_ps(sum_at(t, v));
+    }
+  }
+  for (int p = pair_begin; p < pair_end; ++p) {
+    const uint16_t* lines = group + 2 * kPairGroupRows * static_cast<size_t>(p);
+    __m512bh w[kVectors];
+#pragma GCC unroll 2
+    for (int b = 0; b < kBlocks; ++b) {
+      const uint16_t* line = lines + 2 * amx::kTileRows * (first_block + b);
+      PrefetchWeights(reinterpret_cast<const char*>(line) + kPrefetchBytes);
+      const __m512i wp = _mm512_loadu_si512(line);
+      w[2 * b] = AsBf16(_mm512_permutexvar_epi32(outputs_0_to_7, wp));
+      w[2 * b + 1] = AsBf16(_mm512_permutexvar_epi32(outputs_8_to_15, wp));
+    }
 #pragma GCC unroll 8
     for (int t = 0; t < n; ++t) {
       int64_t hi_lo;
       std::memcpy(&hi_lo, x[t] + 4 * static_cast<size_t>(p), sizeof(hi_lo));
       const __m512bh both = AsBf16(_mm512_set1_epi64(hi_lo));
-      first[t] = _mm512_dpbf16_ps(first[t], w_first, both);
-      second[t] = _mm512_dpbf16_ps(second[t], w_second, both);
+#pragma GCC unroll 4
+      for (int v = 0; v < kVectors; ++v) acc[t][v] = _mm512_dpbf16_ps(acc[t][v], w[v], both);
     }
   }
-  // Lane 2j + (lane 2j + 1), then the even lanes of both in order: outputs 0-15.
+  if (pair_end < pairs) {
+#pragma GCC unroll 8
+    for (int t = 0; t < n; ++t) {
+#pragma GCC unroll 4
+      for (int v = 0; v < kVectors; ++v) _mm512_storeu_ps(sum_at(t, v), acc[t][v]);
+    }
+    return;
+  }
+  // Lane 2j + (lane 2j + 1), then the even lanes of both halves in order: outputs 0-15.
   const __m512i even_lanes =
       _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
 #pragma GCC unroll 8
   for (int t = 0; t < n; ++t) {
-    const __m512 a = _mm512_add_ps(first[t], _mm512_permute_ps(first[t], 0xB1));
-    const __m512 b = _mm512_add_ps(second[t], _mm512_permute_ps(second[t], 0xB1));
-    _mm512_storeu_ps(out + t * out_stride, _mm512_permutex2var_ps(a, even_lanes, b));
+#pragma GCC unroll 2
+    for (int b = 0; b < kBlocks; ++b) {
+      const __m512 lo8 = _mm512_add_ps(acc[t][2 * b], _mm512_permute_ps(acc[t][2 * b], 0xB1));
+      const __m512 hi8 = _mm512_add_ps(acc[t][2 * b + 1], _mm512_permute_ps(acc[t][2 * b + 1], 0xB1));
+      _mm512_storeu_ps(out + t * out_stride + amx::kTileRows * (first_block + b),
+                       _mm512_permutex2var_ps(lo8, even_lanes, hi8));
+    }
   }
 }
 
-using TileFn = void (*)(const uint16_t*, int, const uint16_t* const*, float*, size_t);
-
-// Up to eight tokens share a pass over a block: 16 accumulators, and per input pair one weight
-// load, two permutes and 8 broadcasts for 16 VDPBF16PS.
-constexpr int kTilePassTokens = 8;
-constexpr TileFn kTileFns[kTilePassTokens + 1] = {nullptr,
-                                                  TileBlockAvx512Bf16<1>,
-                                                  TileBlockAvx512Bf16<2>,
-                                                  TileBlockAvx512Bf16<3>,
-                                                  TileBlockAvx512Bf16<4>,
-                                                  TileBlockAvx512Bf16<5>,
-                                                  TileBlockAvx512Bf16<6>,
-                                                  TileBlockAvx512Bf16<7>,
-                                                  TileBlockAvx512Bf16<8>};
+using GroupPassFn = void (*)(const uint16_t*, int, int, int, int, const uint16_t* const*, float*,
+                             float*, size_t);
+constexpr GroupPassFn kBothBlocks[kBothBlocksTokens + 1] = {
+    nullptr, GroupPassAvx512Bf16<1, 2>, GroupPassAvx512Bf16<2, 2>, GroupPassAvx512Bf16<3, 2>,
+    GroupPassAvx512Bf16<4, 2>};
+constexpr GroupPassFn kOneBlock[kOneBlockTokens + 1] = {
+    nullptr,
+    GroupPassAvx512Bf16<1, 1>,
+    GroupPassAvx512Bf16<2, 1>,
+    GroupPassAvx512Bf16<3, 1>,
+    GroupPassAvx512Bf16<4, 1>,
+    GroupPassAvx512Bf16<5, 1>,
+    GroupPassAvx512Bf16<6, 1>,
+    GroupPassAvx512Bf16<7, 1>,
+    GroupPassAvx512Bf16<8, 1>};
 
 // 16 activations split: hi = bf16(v), lo = bf16(v - hi) (v - hi is exact).
 TPSERVE_TARGET_AVX512BF16 inline void SplitBits16(__m512 v, __m256i* hi, __m256i* lo) {
@@ -215,17 +262,43 @@ void SplitToBf16Pairs(const float* x, int tokens, int in, uint16_t* out) {
   SplitToBf16PairsAvx512(x, tokens, in, out);
 }
 
-void TileRowsAvx512Bf16(const uint16_t* w, int in, const uint16_t* x, int tokens, size_t row_begin,
-                        size_t row_end, float* y, size_t y_stride) {
-  // Up to eight tokens: one pass over the range, each weight line loaded once for all of them.
-  // More: each block is passed over by every group of eight while it is in cache, so the weights
-  // stream from memory once.
-  for (size_t row = row_begin; row < row_end; row += amx::kTileRows) {
-    for (int t0 = 0; t0 < tokens; t0 += kTilePassTokens) {
-      const int n = std::min(kTilePassTokens, tokens - t0);
-      const uint16_t* rows[kTilePassTokens];
-      for (int t = 0; t < n; ++t) rows[t] = x + static_cast<size_t>(t0 + t) * PairRowStride(in);
-      kTileFns[n](w + row * in, in, rows, y + static_cast<size_t>(t0) * y_stride + row, y_stride);
+void GroupRowsAvx512Bf16(const uint16_t* w, int in, const uint16_t* x, int tokens,
+                         size_t row_begin, size_t row_end, float* y, size_t y_stride) {
+  const int pairs = in / 2;
+  const uint16_t* rows[kOneBlockTokens];
+  auto point_at_tokens = [&](int t0, int n) {
+    for (int t = 0; t < n; ++t) rows[t] = x + static_cast<size_t>(t0 + t) * PairRowStride(in);
+  };
+  if (tokens == 0) return;
+  if (tokens <= kBothBlocksTokens) {  // one pass over each group
+    point_at_tokens(0, tokens);
+    for (size_t row = row_begin; row < row_end; row += kPairGroupRows) {
+      kBothBlocks[tokens](w + row * in, 0, 0, pairs, pairs, rows, nullptr, y + row, y_stride);
+    }
+    return;
+  }
+  thread_local std::vector<float, CacheLineAllocator<float>> sums;  // this thread's own
+  sums.resize(static_cast<size_t>(tokens) * kSumsPerToken);
+  for (size_t row = row_begin; row < row_end; row += kPairGroupRows) {
+    const uint16_t* group = w + row * in;
+    for (int p0 = 0; p0 < pairs; p0 += kChunkPairs) {
+      const int p1 = std::min(pairs, p0 + kChunkPairs);
+      auto pass = [&](GroupPassFn fn, int first_block, int t0) {
+        fn(group, first_block, p0, p1, pairs, rows, sums.data() + static_cast<size_t>(t0) * kSumsPerToken,
+           y + static_cast<size_t>(t0) * y_stride + row, y_stride);
+      };
+      point_at_tokens(0, kBothBlocksTokens);
+      pass(kBothBlocks[kBothBlocksTokens], 0, 0);
+      for (int t0 = kBothBlocksTokens; t0 < tokens;) {
+        const int n = std::min(kOneBlockTokens, tokens - t0);
+        point_at_tokens(t0, n);
+        if (n <= kBothBlocksTokens) {
+          pass(kBothBlocks[n], 0, t0);
+        } else {
+          for (int block = 0; block < 2; ++block) pass(kOneBlock[n], block, t0);
+        }
+        t0 += n;
+      }
     }
   }
 }
@@ -238,8 +311,8 @@ const Table<Bf16Fn>& Avx512Bf16() {
 }
 void SplitToBf16(const float*, int, int, uint16_t*) {}
 void SplitToBf16Pairs(const float*, int, int, uint16_t*) {}
-void TileRowsAvx512Bf16(const uint16_t*, int, const uint16_t*, int, size_t, size_t, float*,
-                        size_t) {}
+void GroupRowsAvx512Bf16(const uint16_t*, int, const uint16_t*, int, size_t, size_t, float*,
+                         size_t) {}
 
 #endif
 

@@ -48,18 +48,19 @@ const Table<F32Fn>& Avx2();
 const Table<Bf16Fn>& Avx512Bf16();
 void SplitToBf16(const float* x, int tokens, int in, uint16_t* out);
 
-// The same kernel's tile path, on weights in WeightLayout::kAmxTiles (16-row blocks of input
-// pairs; in % 32 == 0): outputs [row_begin, row_end) (whole blocks of amx::kTileRows) of `tokens`
-// activation rows into y[t * y_stride + row]. x: SplitToBf16Pairs's rows, PairRowStride(in)
-// apart, each [in / 2 pairs][hi pair, lo pair] bf16. A row is padded by one cache line so that a
-// batch's rows do not all start at the same offset in a 4 KiB page: at in = 2048 they did, the
-// eight rows a pass reads shared one set of the L1 cache, and bench_linear at 8 tokens ran 30%
-// slower there than at in = 768.
+// The same kernel's group path, on weights in WeightLayout::kPairGroups (groups of 32 rows, each
+// [in / 2 pairs][2 blocks of 16 outputs][2] bf16; in % 32 == 0): outputs [row_begin, row_end)
+// (whole groups) of `tokens` activation rows into y[t * y_stride + row]. x: SplitToBf16Pairs's
+// rows, PairRowStride(in) apart, each [in / 2 pairs][hi pair, lo pair] bf16. A row is padded by one
+// cache line so that a batch's rows do not all start at the same offset in a 4 KiB page: at
+// in = 2048 they did, the eight rows a pass reads shared one set of the L1 cache, and bench_linear
+// at 8 tokens ran 30% slower there than at in = 768.
+constexpr int kPairGroupRows = 32;
 constexpr size_t PairRowStride(int in) {
   return 2 * static_cast<size_t>(in) + 32;
 }
 void SplitToBf16Pairs(const float* x, int tokens, int in, uint16_t* out);
-void TileRowsAvx512Bf16(const uint16_t* w, int in, const uint16_t* x, int tokens, size_t row_begin,
-                        size_t row_end, float* y, size_t y_stride);
+void GroupRowsAvx512Bf16(const uint16_t* w, int in, const uint16_t* x, int tokens,
+                         size_t row_begin, size_t row_end, float* y, size_t y_stride);
 
 }  // namespace tpserve::cpu::dot

@@ -1,6 +1,7 @@
 // CPU kernels against hand-computed values and naive float64 loops.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 
@@ -255,32 +256,69 @@ INSTANTIATE_TEST_SUITE_P(LargeShapes, LinearTest,
                                            std::make_tuple(LinearKernel::kAvx512Bf16, 37, 300, 33),
                                            std::make_tuple(LinearKernel::kAvx512Bf16, 140, 1024,
                                                            48),
-                                           // Tile layout: eight tokens a pass, then the rest (37 =
-                                           // 4 x 8 + 5), a row-major tail of 4 rows; in = 2048 as
-                                           // in the default model's down projection.
+                                           // Pair groups: chunks passed over by four tokens at a
+                                           // time (37 = 9 x 4 + 1), a row-major tail of 20 rows;
+                                           // in = 2048 as in the default model's down projection.
                                            std::make_tuple(LinearKernel::kAvx512Bf16, 37, 2048, 84),
                                            std::make_tuple(LinearKernel::kAvx512Bf16, 8, 768, 96),
+                                           // The most tokens one pass over each group takes (4),
+                                           // and the fewest that go chunk by chunk (5).
+                                           std::make_tuple(LinearKernel::kAvx512Bf16, 4, 768, 96),
+                                           std::make_tuple(LinearKernel::kAvx512Bf16, 5, 768, 64),
                                            std::make_tuple(LinearKernel::kAvx2, 37, 300, 33),
                                            std::make_tuple(LinearKernel::kAvx2, 140, 1024, 48)));
 
-TEST(WeightLayout, AmxTilesKeepEveryRowReadable) {
-  for (const auto& [out, in] : {std::pair{40, 64}, std::pair{16, 32}, std::pair{7, 96}, std::pair{33, 47}}) {
-    std::vector<uint16_t> w(static_cast<size_t>(out) * in);
-    for (size_t i = 0; i < w.size(); ++i) w[i] = F32ToBF16(static_cast<float>(i % 256));  // exact in bf16
-    const WeightLayout layout = in % 32 == 0 ? WeightLayout::kAmxTiles : WeightLayout::kRowMajor;
-    std::vector<uint16_t> arranged = w;
-    ArrangeWeights(arranged.data(), out, in, layout);
-    if (layout == WeightLayout::kAmxTiles && out >= 16 && in >= 64) {
-      // A tile is 16 input pairs × 16 outputs × 2: element (pair p, output o, e) = W[o][2p + e].
-      EXPECT_EQ(arranged[1], w[1]) << out << "x" << in;  // p 0, o 0, e 1
-      EXPECT_EQ(arranged[2], w[in]);                     // p 0, o 1, e 0: row 1, column 0
-      EXPECT_EQ(arranged[32], w[2]);                     // p 1, o 0, e 0: row 0, column 2
-      EXPECT_EQ(arranged[16 * 32], w[32]);               // tile of chunk 1: row 0, column 32
-    }
-    std::vector<float> row(in);
-    for (int r = 0; r < out; ++r) {
-      ReadWeightRow(arranged.data(), out, in, layout, r, row.data());
-      for (int i = 0; i < in; ++i) ASSERT_EQ(row[i], BF16ToF32(w[static_cast<size_t>(r) * in + i])) << r << "," << i;
+// A step can hand a rank no tokens (a chunked prefill's empty part): every kernel leaves y alone.
+TEST(Linear, NoTokensWritesNothing) {
+  for (const LinearKernel kernel : kLinearKernels) {
+    if (!LinearKernelAvailable(kernel)) continue;
+    const int in = 64, out = 64;
+    const WeightLayout layout = PreferredLayout(kernel, in);
+    std::vector<uint16_t> w(static_cast<size_t>(out) * in, F32ToBF16(1.0f));
+    ArrangeWeights(w.data(), out, in, layout);
+    std::vector<float> x(in, 1.0f), y(out, -7.0f);
+    ThreadPool pool(2);
+    Linear({x.data(), w.data(), nullptr, y.data(), 0, in, out, layout}, &pool, kernel);
+    EXPECT_EQ(std::count(y.begin(), y.end(), -7.0f), out) << LinearKernelName(kernel);
+  }
+}
+
+TEST(WeightLayout, TiledLayoutsKeepEveryRowReadable) {
+  for (const WeightLayout tiled : {WeightLayout::kAmxTiles, WeightLayout::kPairGroups}) {
+    for (const auto& [out, in] :
+         {std::pair{40, 64}, std::pair{16, 32}, std::pair{7, 96}, std::pair{33, 47}, std::pair{70, 64}}) {
+      std::vector<uint16_t> w(static_cast<size_t>(out) * in);
+      for (size_t i = 0; i < w.size(); ++i) w[i] = F32ToBF16(static_cast<float>(i % 256));  // exact in bf16
+      const WeightLayout layout = in % 32 == 0 ? tiled : WeightLayout::kRowMajor;
+      std::vector<uint16_t> arranged = w;
+      ArrangeWeights(arranged.data(), out, in, layout);
+      if (layout == WeightLayout::kAmxTiles && out >= 16 && in >= 64) {
+        // A tile is 16 input pairs × 16 outputs × 2: element (pair p, output o, e) = W[o][2p + e].
+        EXPECT_EQ(arranged[1], w[1]) << out << "x" << in;  // p 0, o 0, e 1
+        EXPECT_EQ(arranged[2], w[in]);                     // p 0, o 1, e 0: row 1, column 0
+        EXPECT_EQ(arranged[32], w[2]);                     // p 1, o 0, e 0: row 0, column 2
+        EXPECT_EQ(arranged[16 * 32], w[32]);               // tile of chunk 1: row 0, column 32
+      }
+      if (layout == WeightLayout::kPairGroups && out >= 32) {
+        // A group is [in / 2 pairs][2 blocks][16 outputs][2]: (p, b, o, e) = W[16 b + o][2p + e].
+        EXPECT_EQ(arranged[1], w[1]) << out << "x" << in;  // p 0, b 0, o 0, e 1
+        EXPECT_EQ(arranged[2], w[in]);                     // p 0, b 0, o 1, e 0: row 1, column 0
+        EXPECT_EQ(arranged[32], w[16 * in]);               // p 0, b 1, o 0: row 16, column 0
+        EXPECT_EQ(arranged[64], w[2]);                     // p 1, b 0, o 0: row 0, column 2
+        EXPECT_EQ(arranged[32 * in], w[32 * in]);          // the next unit starts at row 32
+      }
+      if (layout != WeightLayout::kRowMajor) {
+        const size_t unit = layout == WeightLayout::kPairGroups ? 32 : 16;
+        const size_t tail = out / unit * unit * in;  // rows past the last full unit stay row-major
+        EXPECT_TRUE(std::equal(w.begin() + tail, w.end(), arranged.begin() + tail)) << out << "x" << in;
+      }
+      std::vector<float> row(in);
+      for (int r = 0; r < out; ++r) {
+        ReadWeightRow(arranged.data(), out, in, layout, r, row.data());
+        for (int i = 0; i < in; ++i) {
+          ASSERT_EQ(row[i], BF16ToF32(w[static_cast<size_t>(r) * in + i])) << r << "," << i;
+        }
+      }
     }
   }
 }
