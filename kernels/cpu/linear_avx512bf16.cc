@@ -110,7 +110,7 @@ TPSERVE_TARGET_AVX512BF16 inline __m512bh AsBf16(__m512i v) {
 // 2 KiB apart ran one token 20% slower; a pass over one block of a group (every other line) from
 // memory ran eight tokens 16-50% slower.
 //
-// More than four tokens: the group goes chunk by chunk (kChunkPairs input pairs, 8 KiB). The first
+// More than four tokens: the group goes chunk by chunk (kChunkPairs input pairs, 16 KiB). The first
 // four tokens pass over both blocks of a chunk, which brings it from memory in order; the rest, in
 // eights, pass over one block at a time (16 accumulators, half the permutes per product) while the
 // chunk is in the L1 cache. The sums wait in f32 memory between chunks. A lane's sequence is the
@@ -128,8 +128,8 @@ constexpr int kSumsPerToken = 2 * 2 * 16;  // [2 blocks][outputs 0-7, 8-15][16 l
 template <int n, int kBlocks>
 TPSERVE_TARGET_AVX512BF16 void GroupPassAvx512Bf16(const uint16_t* group, int first_block,
                                                    int pair_begin, int pair_end, int pairs,
-                                                   const uint16_t* const* x, float* sums, float* out,
-                                                   size_t out_stride) {
+                                                   const uint16_t* const* x, float* sums,
+                                                   float* out, size_t out_stride) {
   const __m512i outputs_0_to_7 = _mm512_set_epi32(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0);
   const __m512i outputs_8_to_15 =
       _mm512_set_epi32(15, 15, 14, 14, 13, 13, 12, 12, 11, 11, 10, 10, 9, 9, 8, 8);
@@ -178,10 +178,11 @@ TPSERVE_TARGET_AVX512BF16 void GroupPassAvx512Bf16(const uint16_t* group, int fi
   for (int t = 0; t < n; ++t) {
 #pragma GCC unroll 2
     for (int b = 0; b < kBlocks; ++b) {
-      const __m512 lo8 = _mm512_add_ps(acc[t][2 * b], _mm512_permute_ps(acc[t][2 * b], 0xB1));
-      const __m512 hi8 = _mm512_add_ps(acc[t][2 * b + 1], _mm512_permute_ps(acc[t][2 * b + 1], 0xB1));
+      const __m512 first = acc[t][2 * b], second = acc[t][2 * b + 1];  // outputs 0-7, 8-15
+      const __m512 first_sums = _mm512_add_ps(first, _mm512_permute_ps(first, 0xB1));
+      const __m512 second_sums = _mm512_add_ps(second, _mm512_permute_ps(second, 0xB1));
       _mm512_storeu_ps(out + t * out_stride + amx::kTileRows * (first_block + b),
-                       _mm512_permutex2var_ps(lo8, even_lanes, hi8));
+                       _mm512_permutex2var_ps(first_sums, even_lanes, second_sums));
     }
   }
 }
@@ -284,7 +285,8 @@ void GroupRowsAvx512Bf16(const uint16_t* w, int in, const uint16_t* x, int token
     for (int p0 = 0; p0 < pairs; p0 += kChunkPairs) {
       const int p1 = std::min(pairs, p0 + kChunkPairs);
       auto pass = [&](GroupPassFn fn, int first_block, int t0) {
-        fn(group, first_block, p0, p1, pairs, rows, sums.data() + static_cast<size_t>(t0) * kSumsPerToken,
+        float* token_sums = sums.data() + static_cast<size_t>(t0) * kSumsPerToken;
+        fn(group, first_block, p0, p1, pairs, rows, token_sums,
            y + static_cast<size_t>(t0) * y_stride + row, y_stride);
       };
       point_at_tokens(0, kBothBlocksTokens);
