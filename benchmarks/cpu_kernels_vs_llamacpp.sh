@@ -88,7 +88,7 @@ import json, pathlib, re, statistics, sys
 out, kernels = pathlib.Path(sys.argv[1]), sys.argv[2].split(",")
 rounds = [json.loads(path.read_text())["rows"] for path in sorted(out.glob("bench_decode_*.json"))]
 rows = [row for one_round in rounds for row in one_round]
-def figure(kernel, batch, key):  # median over the rounds, and the range as text
+def figure(kernel, batch, key):  # median over the rounds, lowest, highest
     values = [r[key] for r in rows if r["kernel"] == kernel and r["batch"] == batch]
     return statistics.median(values), min(values), max(values)
 linear_text = (out / "bench_linear.txt").read_text()
