@@ -110,14 +110,17 @@ TPSERVE_TARGET_AVX512BF16 inline __m512bh AsBf16(__m512i v) {
 // 2 KiB apart ran one token 20% slower; a pass over one block of a group (every other line) from
 // memory ran eight tokens 16-50% slower.
 //
-// More than four tokens: the group goes chunk by chunk (kChunkPairs input pairs, 16 KiB). The first
-// four tokens pass over both blocks of a chunk, which brings it from memory in order; the rest, in
-// eights, pass over one block at a time (16 accumulators, half the permutes per product) while the
-// chunk is in the L1 cache. The sums wait in f32 memory between chunks. A lane's sequence is the
-// same whichever pass computes it (and an f32 store and load are exact), so batches stay bitwise
-// invariant.
+// More than four tokens: the first four pass over both blocks, which brings the group from memory
+// in order; the rest, in eights, pass over one block at a time (16 accumulators, half the permutes
+// per product) from the cache. Up to kChunkedTokens, the group goes chunk by chunk (kChunkPairs
+// input pairs, 16 KiB), each chunk in the L1 cache while every pass reads it, the sums waiting in
+// f32 memory between chunks; more tokens take whole groups from L2 (no sums traffic), which
+// bench_linear measured 7-13% faster at 64 and 512 tokens, and 7-16% slower at 8 and 16.
+// A lane's sequence is the same whichever pass computes it (and an f32 store and load are exact),
+// so batches stay bitwise invariant.
 constexpr int kBothBlocksTokens = 4;
 constexpr int kOneBlockTokens = 8;
+constexpr int kChunkedTokens = 32;
 constexpr int kChunkPairs = 128;
 constexpr int kSumsPerToken = 2 * 2 * 16;  // [2 blocks][outputs 0-7, 8-15][16 lanes]
 
@@ -280,10 +283,11 @@ void GroupRowsAvx512Bf16(const uint16_t* w, int in, const uint16_t* x, int token
   }
   thread_local std::vector<float, CacheLineAllocator<float>> sums;  // this thread's own
   sums.resize(static_cast<size_t>(tokens) * kSumsPerToken);
+  const int chunk_pairs = tokens <= kChunkedTokens ? kChunkPairs : pairs;
   for (size_t row = row_begin; row < row_end; row += kPairGroupRows) {
     const uint16_t* group = w + row * in;
-    for (int p0 = 0; p0 < pairs; p0 += kChunkPairs) {
-      const int p1 = std::min(pairs, p0 + kChunkPairs);
+    for (int p0 = 0; p0 < pairs; p0 += chunk_pairs) {
+      const int p1 = std::min(pairs, p0 + chunk_pairs);
       auto pass = [&](GroupPassFn fn, int first_block, int t0) {
         float* token_sums = sums.data() + static_cast<size_t>(t0) * kSumsPerToken;
         fn(group, first_block, p0, p1, pairs, rows, token_sums,
