@@ -256,9 +256,11 @@ INSTANTIATE_TEST_SUITE_P(LargeShapes, LinearTest,
                                            std::make_tuple(LinearKernel::kAvx512Bf16, 37, 300, 33),
                                            std::make_tuple(LinearKernel::kAvx512Bf16, 140, 1024,
                                                            48),
-                                           // Pair groups: chunks passed over by four tokens at a
-                                           // time (37 = 9 x 4 + 1), a row-major tail of 20 rows;
-                                           // in = 2048 as in the default model's down projection.
+                                           // Pair groups above 32 tokens, whole groups: four over
+                                           // both blocks, eights over one, then one (37 = 4 + 4 x 8
+                                           // + 1); a row-major tail of 20 rows; in = 2048 as in the
+                                           // default model's down projection. (9 and 32 tokens
+                                           // above take the chunks: in = 768 is three.)
                                            std::make_tuple(LinearKernel::kAvx512Bf16, 37, 2048, 84),
                                            std::make_tuple(LinearKernel::kAvx512Bf16, 8, 768, 96),
                                            // The most tokens one pass over each group takes (4),
