@@ -269,41 +269,29 @@ void SplitToBf16Pairs(const float* x, int tokens, int in, uint16_t* out) {
 void GroupRowsAvx512Bf16(const uint16_t* w, int in, const uint16_t* x, int tokens,
                          size_t row_begin, size_t row_end, float* y, size_t y_stride) {
   const int pairs = in / 2;
-  const uint16_t* rows[kOneBlockTokens];
-  auto point_at_tokens = [&](int t0, int n) {
-    for (int t = 0; t < n; ++t) rows[t] = x + static_cast<size_t>(t0 + t) * PairRowStride(in);
-  };
-  if (tokens == 0) return;
-  if (tokens <= kBothBlocksTokens) {  // one pass over each group
-    point_at_tokens(0, tokens);
-    for (size_t row = row_begin; row < row_end; row += kPairGroupRows) {
-      kBothBlocks[tokens](w + row * in, 0, 0, pairs, pairs, rows, nullptr, y + row, y_stride);
-    }
-    return;
-  }
+  const uint16_t* rows[kOneBlockTokens];  // the pass's tokens' split activations
+  // Whole groups for up to four tokens (one pass) and for more than kChunkedTokens; chunks between.
+  const bool chunked = tokens > kBothBlocksTokens && tokens <= kChunkedTokens;
+  const int chunk_pairs = chunked ? kChunkPairs : pairs;
   thread_local std::vector<float, CacheLineAllocator<float>> sums;  // this thread's own
   sums.resize(static_cast<size_t>(tokens) * kSumsPerToken);
-  const int chunk_pairs = tokens <= kChunkedTokens ? kChunkPairs : pairs;
   for (size_t row = row_begin; row < row_end; row += kPairGroupRows) {
     const uint16_t* group = w + row * in;
     for (int p0 = 0; p0 < pairs; p0 += chunk_pairs) {
       const int p1 = std::min(pairs, p0 + chunk_pairs);
-      auto pass = [&](GroupPassFn fn, int first_block, int t0) {
+      // The first four tokens (and a last four or fewer) over both blocks, eights over one.
+      for (int t0 = 0, n; t0 < tokens; t0 += n) {
+        n = std::min(t0 == 0 ? kBothBlocksTokens : kOneBlockTokens, tokens - t0);
+        for (int t = 0; t < n; ++t) rows[t] = x + static_cast<size_t>(t0 + t) * PairRowStride(in);
         float* token_sums = sums.data() + static_cast<size_t>(t0) * kSumsPerToken;
-        fn(group, first_block, p0, p1, pairs, rows, token_sums,
-           y + static_cast<size_t>(t0) * y_stride + row, y_stride);
-      };
-      point_at_tokens(0, kBothBlocksTokens);
-      pass(kBothBlocks[kBothBlocksTokens], 0, 0);
-      for (int t0 = kBothBlocksTokens; t0 < tokens;) {
-        const int n = std::min(kOneBlockTokens, tokens - t0);
-        point_at_tokens(t0, n);
+        float* token_y = y + static_cast<size_t>(t0) * y_stride + row;
         if (n <= kBothBlocksTokens) {
-          pass(kBothBlocks[n], 0, t0);
+          kBothBlocks[n](group, 0, p0, p1, pairs, rows, token_sums, token_y, y_stride);
         } else {
-          for (int block = 0; block < 2; ++block) pass(kOneBlock[n], block, t0);
+          for (int block = 0; block < 2; ++block) {
+            kOneBlock[n](group, block, p0, p1, pairs, rows, token_sums, token_y, y_stride);
+          }
         }
-        t0 += n;
       }
     }
   }
