@@ -88,6 +88,9 @@ import json, pathlib, re, statistics, sys
 out, kernels = pathlib.Path(sys.argv[1]), sys.argv[2].split(",")
 rounds = [json.loads(path.read_text())["rows"] for path in sorted(out.glob("bench_decode_*.json"))]
 rows = [row for one_round in rounds for row in one_round]
+LINEARS = ("qkv_proj", "o_proj", "gate_up_proj", "down_proj", "lm_head")
+for r in rows:  # the weight-streaming ops alone: their medians' sum over the median paired read
+    r["linears_of_read"] = r["paired_read_ms"] / sum(r["op_ms"][op] for op in LINEARS)
 def figure(kernel, batch, key):  # median over the rounds, lowest, highest
     values = [r[key] for r in rows if r["kernel"] == kernel and r["batch"] == batch]
     return statistics.median(values), min(values), max(values)
@@ -100,9 +103,10 @@ for build in ("native", "avx2"):
     if path.exists():
         llama[build] = json.loads(path.read_text())[0]["avg_ts"]
 print(f"\n== decode, default model, TP=1, median of {len(rounds)} rounds (range) (tokens/s; ceiling = weight bytes / "
-      "DRAM read, that round; of read = median over steps of the step's weight bytes read right after it / the step)")
-print(f"{'kernel':>10} {'batch 1':>21} {'of ceiling':>10} {'of read':>15} {'batch 8':>21} {'x batch 1':>17}  "
-      f"{'llama.cpp tg128':>16} {'ratio':>6}")
+      "DRAM read, that round; of read = median over steps of the step's weight bytes read right after it / the step; "
+      "Linears = the same read over the five projections' median times alone, without attention, norms and sampling)")
+print(f"{'kernel':>10} {'batch 1':>21} {'of ceiling':>10} {'of read':>15} {'Linears':>8} {'batch 8':>21} "
+      f"{'x batch 1':>17}  {'llama.cpp tg128':>16} {'ratio':>6}")
 for k in kernels:
     one, one_low, one_high = figure(k, 1, "tokens_per_s")
     read, read_low, read_high = figure(k, 1, "fraction_of_paired_read")
@@ -113,6 +117,7 @@ for k in kernels:
     peer_text = f"{peer:.1f} ({'avx2' if k == 'avx2' else 'native'})" if peer else "-"
     print(f"{k:>10} {one:>7.1f} ({one_low:.1f}-{one_high:.1f}) {100 * figure(k, 1, 'fraction_of_ceiling')[0]:>9.0f}% "
           f"{100 * read:>4.0f}% ({100 * read_low:.0f}-{100 * read_high:.0f}%) "
+          f"{100 * figure(k, 1, 'linears_of_read')[0]:>7.0f}% "
           f"{eight:>7.1f} ({eight_low:.1f}-{eight_high:.1f}) {times:>5.2f}x ({times_low:.2f}-{times_high:.2f})  "
           f"{peer_text:>16} {ratio:>6}")
 # Batch 8 is compute-bound: each token costs 2 FLOPs per weight, so the compute ceilings measured by
