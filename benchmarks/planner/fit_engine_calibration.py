@@ -14,7 +14,9 @@ of that: on each GPU's fitted numbers they fit the host time per layer such an e
 calibrate --engine-steps`), one figure for every GPU (the mean over GPUs, weighted by their points),
 which `plan --engine-mode eager` uses.
 
-    benchmarks/planner/fit_engine_calibration.py [path/to/tpserve] [--check-only]
+    benchmarks/planner/fit_engine_calibration.py [path/to/tpserve] [--check-only] [--points]
+
+--points also prints every point's held-out error (source group, model, GPU, TP, prompt or batch).
 """
 import datetime
 import json
@@ -31,6 +33,7 @@ repo = here.parents[1]
 args = [a for a in sys.argv[1:] if not a.startswith("--")]
 tpserve = args[0] if args else str(repo / "build/server/tpserve")
 check_only = "--check-only" in sys.argv
+per_point = "--points" in sys.argv
 GPUS = sorted(p.stem for p in (repo / "planner/profiles").glob("*.json"))
 # Where a GPU without points borrows from, nearest first: HGX boards from HGX boards, PCIe cards from
 # PCIe cards.
@@ -220,3 +223,11 @@ with tempfile.TemporaryDirectory() as scratch:
           f"{100 * max(both):.1f}%, {sum(1 for v in both if v > 0.5)} worse than 50% (goal: median <= 25%, none > 50%)")
     print(f"  uncalibrated, same points: median |error| {100 * statistics.median(none_all):.1f}%, worst "
           f"{100 * max(none_all):.1f}%, {sum(1 for v in none_all if v > 0.5)} worse than 50%")
+    if per_point:
+        print("\nEach point held out (group, model, GPU, TP, decode batch or prompt tokens, dtype: error):")
+        for p, e in sorted(decode_errs + prefill_errs,
+                           key=lambda pe: (pe[0]["group"], pe[0]["hardware"], pe[0]["model"], pe[0]["tp"],
+                                           pe[0].get("prompt_tokens", 0), pe[0].get("batch", 0))):
+            shape = f"prompt {p['prompt_tokens']}" if "prompt_tokens" in p else f"batch {p.get('batch', '?')}"
+            print(f"  {p['group']:<12} {p['model']:<14} {p['hardware']:<13} TP={p['tp']} {shape:<12} "
+                  f"{p.get('dtype', ''):<5} {100 * e:+6.1f}%")
