@@ -308,8 +308,9 @@ void ArrangeWeights(uint16_t* w, int out, int in, WeightLayout layout) {
   }
   const size_t unit_rows = TiledUnitRows(layout);
   const size_t unit_elements = unit_rows * in;
+  const size_t full_rows = RowsInFullUnits(out, layout);
   std::vector<uint16_t> unit(unit_elements);
-  for (size_t row = 0; row < RowsInFullUnits(out, layout); row += unit_rows) {
+  for (size_t row = 0; row < full_rows; row += unit_rows) {
     uint16_t* dst = w + row * in;
     std::copy_n(dst, unit_elements, unit.data());
     for (size_t o = 0; o < unit_rows; ++o) {
