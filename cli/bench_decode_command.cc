@@ -58,7 +58,8 @@ void AddBenchDecodeCommand(CLI::App& app, CommandAction* action) {
       ->delimiter(',');
   cmd->add_flag("--paired-read,!--no-paired-read", options->paired_read,
                 "CPU: after each timed step, read its weight bytes with the same threads (the of-read column: "
-                "the ceiling in the same moment); --no-paired-read times the steps back to back")
+                "the ceiling in the same moment; each timed step then runs once untimed first, to wake the threads "
+                "the read left asleep); --no-paired-read times the steps back to back")
       ->capture_default_str();
   cmd->add_flag("--json", options->json, "Print one JSON object (schema: docs/API.md)");
   cmd->add_flag("--jsonl", options->jsonl,

@@ -89,5 +89,40 @@ TEST(ChunkedPrefill, FillsTheSameKvCacheAsOneStep) {
   EXPECT_LT(worst, 1e-4);
 }
 
+// bench-decode's paired read runs each timed decode step once untimed first (the read left the
+// engine's threads asleep): the repeat writes the same KV slots with the same values, so the timed
+// step and every later one compute exactly what they would have without it.
+TEST(DecodeBench, RepeatingADecodeStepChangesNothing) {
+  auto run = [](bool repeat) {
+    EngineOptions options{.tp = 1, .threads = 2, .block_size = 4, .kv_cache_mb = 16};
+    auto engine = Engine::Create(testing::TinyModel(), options);
+    EXPECT_TRUE(engine.ok()) << engine.status().ToString();
+    std::vector<SequencePlan> seqs = Prompts(engine->get(), {9, 6}, 3);
+    std::vector<float> logits;  // [steps, rows, vocab]: the decode steps', in order
+    for (int step = 0; step < 4; ++step) {
+      const StepPlan plan{.step_id = step, .sequences = seqs};
+      if (repeat && step > 0) {
+        auto first = (*engine)->Step(plan);
+        EXPECT_TRUE(first.ok()) << first.status().ToString();
+      }
+      auto result = (*engine)->Step(plan);
+      EXPECT_TRUE(result.ok()) << result.status().ToString();
+      if (!result.ok()) return logits;
+      if (step > 0) logits.insert(logits.end(), result->logits.begin(), result->logits.end());
+      for (size_t s = 0; s < seqs.size(); ++s) {
+        seqs[s].start_position += static_cast<int32_t>(seqs[s].tokens.size());
+        seqs[s].tokens = {result->tokens[s].id};  // greedy: the next step depends on these logits
+      }
+    }
+    return logits;
+  };
+  const std::vector<float> once = run(false), twice = run(true);
+  ASSERT_EQ(once.size(), 3u * 2 * testing::TinyModel().config.vocab_size);
+  ASSERT_EQ(twice.size(), once.size());
+  size_t differing = 0;
+  for (size_t i = 0; i < once.size(); ++i) differing += once[i] != twice[i] ? 1 : 0;
+  EXPECT_EQ(differing, 0u) << "bitwise: the CPU backend is deterministic for one kernel and thread count";
+}
+
 }  // namespace
 }  // namespace tpserve
