@@ -1,5 +1,6 @@
 #include "engine/cpu/decoder.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -108,21 +109,30 @@ void Decoder::Attention(const Batch& batch, int layer, const float* q, float* ou
   const int q_width = s.heads * s.head_dim;
   const float scale = 1.0f / std::sqrt(static_cast<float>(s.head_dim));
   const cpu::KvLayerView kv = kv_cache_->Layer(layer);
-  // Split by (token, head): decode's one token still gives every thread heads to attend. Tokens
-  // in the order first, last, second, second-to-last, ...: a prompt's later tokens attend to more
-  // positions, and the pool's contiguous pieces then get even shares of the work.
+  // Split by (token, KV head, part of its query heads): a KV group's heads share one read of its K
+  // and V rows (AttendHeads), and a group is cut into as few parts as give every thread work
+  // (decode's one token at TP 8 may have one KV head a rank). A head's result does not depend on
+  // the parts. Tokens in the order first, last, second, second-to-last, ...: a prompt's later
+  // tokens attend to more positions, and the pool's contiguous pieces then get even shares.
   const size_t tokens = batch.ids.size();
-  pool_->ParallelFor(tokens * s.heads, 1, [&](size_t begin, size_t end) {
+  const int group = s.heads / s.kv_heads;
+  const size_t groups = tokens * s.kv_heads;
+  const int parts = static_cast<int>(
+      std::clamp<size_t>((pool_->size() + groups - 1) / groups, 1, static_cast<size_t>(group)));
+  const size_t per_token = static_cast<size_t>(s.kv_heads) * parts;
+  pool_->ParallelFor(tokens * per_token, 1, [&](size_t begin, size_t end) {
     thread_local std::vector<float> scores;  // each pool member's own, kept between calls
     for (size_t unit = begin; unit < end; ++unit) {
-      const size_t order = unit / s.heads;
+      const size_t order = unit / per_token;
       const size_t t = order % 2 == 0 ? order / 2 : tokens - 1 - order / 2;
-      const int head = static_cast<int>(unit % s.heads);
+      const int kv_head = static_cast<int>(unit % per_token) / parts, part = static_cast<int>(unit % per_token) % parts;
+      const int first = kv_head * group + part * group / parts, last = kv_head * group + (part + 1) * group / parts;
       const SequencePlan& seq = batch.plan->sequences[batch.sequence[t]];
       const int length = batch.positions[t] + 1;  // causal: itself and everything before
-      if (scores.size() < static_cast<size_t>(length)) scores.resize(length);
-      cpu::AttendOneHead(q + t * q_width, head, s.heads, kv, seq.block_table.data(), length, scale,
-                         out + t * q_width, scores.data());
+      const size_t needed = static_cast<size_t>(std::min(last - first, cpu::kMaxHeadsPerPass)) * length;
+      if (scores.size() < needed) scores.resize(needed);
+      cpu::AttendHeads(q + t * q_width, first, last - first, s.heads, kv, seq.block_table.data(), length, scale,
+                       out + t * q_width, scores.data());
     }
   });
 }

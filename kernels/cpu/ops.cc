@@ -174,9 +174,9 @@ void ApplyRope(float* x, int heads, int head_dim, const float* cos, const float*
 
 namespace {
 
-// q · k over d elements in 16 lanes (element i in lane i % 16), summed in simd16::Sum's fixed
-// order. One running sum would be a chain of d dependent adds per position.
-TPSERVE_SIMD16_INLINE float DotLanes(const float* q, const float* k, int d) {
+// q · k over d elements in 16 lanes (element i in lane i % 16), not yet summed: SumLanesOf16
+// reduces sixteen positions' lanes together.
+TPSERVE_SIMD16_INLINE Float16 DotLanes(const float* q, const float* k, int d) {
   Float16 acc = {};
   int i = 0;
   for (; i + 16 <= d; i += 16) acc += simd16::Load(q + i) * simd16::Load(k + i);
@@ -186,118 +186,257 @@ TPSERVE_SIMD16_INLINE float DotLanes(const float* q, const float* k, int d) {
     for (int j = 0; i < d; ++i, ++j) lanes[j] += q[i] * k[i];
     std::memcpy(&acc, lanes, sizeof(lanes));
   }
-  return simd16::Sum(acc);
+  return acc;
 }
 
-// Calls fn(p, row) for positions p in [0, length) with `row` the head's K or V row at p: the
-// block table is read once a block, and the next block's rows are prefetched when a block starts.
-// (A division and a remainder per position, seven a position over the K and V loops, cost more
-// than the arithmetic: decode attention at batch 8 on the small model took 45 us a layer.)
-template <typename Fn>
-TPSERVE_SIMD16_INLINE void ForEachHeadRow(const float* base, const KvLayerView& kv, int kv_head,
-                                          const int32_t* block_table, int length, bool prefetch,
-                                          Fn&& fn) {
-  const size_t row_stride = static_cast<size_t>(kv.kv_heads) * kv.head_dim;
-  const int row_bytes = kv.head_dim * static_cast<int>(sizeof(float));
-  auto block_rows = [&](int block) {
-    return base + static_cast<size_t>(block_table[block]) * kv.block_size * row_stride +
-           static_cast<size_t>(kv_head) * kv.head_dim;
-  };
-  const int blocks = (length + kv.block_size - 1) / kv.block_size;
-  for (int b = 0, p = 0; b < blocks; ++b) {
-    if (prefetch && b + 1 < blocks) {
-      const int next_rows = std::min(kv.block_size, length - (b + 1) * kv.block_size);
-      const char* next = reinterpret_cast<const char*>(block_rows(b + 1));
-      for (int r = 0; r < next_rows; ++r, next += row_stride * sizeof(float)) {
-        for (int offset = 0; offset < row_bytes; offset += 64) __builtin_prefetch(next + offset);
-      }
+// Sixteen vectors' lane sums as one vector: out[j] = Σ_l v[j][l], by halves (lane l with l + 8,
+// then l + 4, l + 2, l + 1), two vectors at a time. Every position's sum takes the same tree
+// whichever of the 16 slots it has, so a score does not depend on its neighbours. (One horizontal
+// sum per position, extracts and scalar adds, was most of a head's time with its rows in cache.)
+TPSERVE_SIMD16_INLINE Float16 SumLanesOf16(const Float16 (&v)[16]) {
+  Float16 halves[8], quarters[4], eighths[2];
+  for (int i = 0; i < 8; ++i) {  // lanes 0-7: v[2i]'s l + (l + 8); lanes 8-15: v[2i + 1]'s
+    const Float16 a = v[2 * i], b = v[2 * i + 1];
+    halves[i] = __builtin_shufflevector(a, b, 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23) +
+                __builtin_shufflevector(a, b, 8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31);
+  }
+  for (int i = 0; i < 4; ++i) {  // four lanes per position, positions 4i .. 4i + 3
+    const Float16 a = halves[2 * i], b = halves[2 * i + 1];
+    quarters[i] = __builtin_shufflevector(a, b, 0, 1, 2, 3, 8, 9, 10, 11, 16, 17, 18, 19, 24, 25, 26, 27) +
+                  __builtin_shufflevector(a, b, 4, 5, 6, 7, 12, 13, 14, 15, 20, 21, 22, 23, 28, 29, 30, 31);
+  }
+  for (int i = 0; i < 2; ++i) {  // two lanes per position, positions 8i .. 8i + 7
+    const Float16 a = quarters[2 * i], b = quarters[2 * i + 1];
+    eighths[i] = __builtin_shufflevector(a, b, 0, 1, 4, 5, 8, 9, 12, 13, 16, 17, 20, 21, 24, 25, 28, 29) +
+                 __builtin_shufflevector(a, b, 2, 3, 6, 7, 10, 11, 14, 15, 18, 19, 22, 23, 26, 27, 30, 31);
+  }
+  const Float16 a = eighths[0], b = eighths[1];
+  return __builtin_shufflevector(a, b, 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30) +
+         __builtin_shufflevector(a, b, 1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+}
+
+// One KV head's K or V rows in position order: the block table is read once a block, and only
+// for the blocks reached. (A division and a remainder per position cost more than the arithmetic:
+// decode attention at batch 8 on the small model took 45 us a layer.)
+class HeadRows {
+ public:
+  HeadRows(const float* base, const KvLayerView& kv, int kv_head, const int32_t* block_table)
+      : base_(base + static_cast<size_t>(kv_head) * kv.head_dim),
+        block_floats_(static_cast<size_t>(kv.block_size) * kv.kv_heads * kv.head_dim),
+        row_stride_(static_cast<size_t>(kv.kv_heads) * kv.head_dim),
+        block_size_(kv.block_size),
+        block_table_(block_table) {}
+  // The next position's row.
+  TPSERVE_SIMD16_INLINE const float* Next() {
+    if (left_in_block_ == 0) {
+      row_ = base_ + static_cast<size_t>(block_table_[++block_]) * block_floats_;
+      left_in_block_ = block_size_;
     }
-    const float* row = block_rows(b);
-    for (const int end = std::min(length, p + kv.block_size); p < end; ++p, row += row_stride) {
-      fn(p, row);
+    --left_in_block_;
+    const float* row = row_;
+    row_ += row_stride_;
+    return row;
+  }
+
+ private:
+  const float* base_;
+  size_t block_floats_, row_stride_;
+  int block_size_;
+  const int32_t* block_table_;
+  const float* row_ = nullptr;
+  int block_ = -1, left_in_block_ = 0;
+};
+
+// Walks a head's K rows and then its V rows kAhead rows before the arithmetic, prefetching each
+// row's lines (Step once a row consumed): a KV head's rows are 256 bytes every kv_heads × 256 at
+// head_dim 64, which the hardware does not fetch far enough ahead once a position takes a few
+// cycles. (One block ahead, as before, left a cold layer's attention waiting on DRAM.)
+class RowPrefetcher {
+ public:
+  static constexpr int kAhead = 32;
+  RowPrefetcher(const KvLayerView& kv, int kv_head, const int32_t* block_table, int length)
+      : keys_(kv.keys, kv, kv_head, block_table),
+        values_(kv.values, kv, kv_head, block_table),
+        keys_left_(length),
+        values_left_(length),
+        row_bytes_(kv.head_dim * static_cast<int>(sizeof(float))) {
+    for (int i = 0; i < kAhead; ++i) Step();
+  }
+  TPSERVE_SIMD16_INLINE void Step() {
+    if (keys_left_ > 0) {
+      --keys_left_;
+      Fetch(keys_.Next());
+    } else if (values_left_ > 0) {
+      --values_left_;
+      Fetch(values_.Next());
     }
   }
+
+ private:
+  TPSERVE_SIMD16_INLINE void Fetch(const float* row) const {
+    const char* bytes = reinterpret_cast<const char*>(row);
+    for (int offset = 0; offset < row_bytes_; offset += 64) __builtin_prefetch(bytes + offset);
+  }
+  HeadRows keys_, values_;
+  int keys_left_, values_left_, row_bytes_;
+};
+
+// Sixteen lanes of x at a time, the last partial 16 padded with `pad`.
+TPSERVE_SIMD16_INLINE Float16 LoadPadded(const float* x, int n, float pad) {
+  if (n >= 16) return simd16::Load(x);
+  float lanes[16];
+  for (int i = 0; i < 16; ++i) lanes[i] = i < n ? x[i] : pad;
+  return simd16::Load(lanes);
 }
 
-TPSERVE_SIMD16_INLINE void AttendOneHeadBody(const float* q, int head, int heads,
-                                             const KvLayerView& kv, const int32_t* block_table,
-                                             int length, float scale, float* out, float* scores) {
-  const int d = kv.head_dim;
-  const int kv_head = head / (heads / kv.kv_heads);
-  // K and V rows are fetched a block (16 positions by default) ahead: decode attention at context
-  // 512 on the small model took 1.5-1.6 ms a step with a few rows ahead, 2.0-2.7 without.
-  const float* qh = q + head * d;
-  float max_score = -INFINITY;
-  ForEachHeadRow(kv.keys, kv, kv_head, block_table, length, /*prefetch=*/true,
-                 [&](int p, const float* k) {
-                   scores[p] = DotLanes(qh, k, d) * scale;
-                   max_score = std::max(max_score, scores[p]);
-                 });
-  ExpShiftedBody(scores, length, max_score);
-  double sum = 0;
-  for (int p = 0; p < length; ++p) sum += scores[p];
-  const float inv_sum = static_cast<float>(1.0 / sum);
-  for (int p = 0; p < length; ++p) scores[p] *= inv_sum;  // the softmax weights
-  // out = Σ_p weight_p · v_p, 64 output elements (four 16-lane sums in registers) at a time over
-  // every position: each element's sum runs over the positions in order, in a register (the whole
-  // head_dim row in memory made each position wait on the last one's stores), and four chains
-  // side by side hide the adds' latency (one 16-lane chain a pass took 0.1 us of a head's 0.5).
-  float* oh = out + head * d;
+// Query heads [first_head, first_head + kHeads) of one KV group over its K and V rows, read once
+// for all of them. kDim: head_dim known when compiled (64, 128: loops unrolled), or 0 for any other
+// (kv.head_dim). Each head's arithmetic is the same whatever kHeads is (its own sums, in the same
+// order), so how a caller groups heads never changes a result. scores: kHeads × length.
+template <int kDim, int kHeads>
+TPSERVE_SIMD16_INLINE void AttendHeadsBody(const float* q, int first_head, int heads, const KvLayerView& kv,
+                                           const int32_t* block_table, int length, float scale, float* out,
+                                           float* scores) {
+  const int d = kDim > 0 ? kDim : kv.head_dim;
+  const int kv_head = first_head / (heads / kv.kv_heads);
+  const float* qh = q + first_head * d;  // [kHeads, d]
+  RowPrefetcher prefetch(kv, kv_head, block_table, length);
+  // Scores, sixteen positions a time: their lanes summed together (SumLanesOf16), the running
+  // maximum per lane (max is exact, so its order does not matter).
+  HeadRows keys(kv.keys, kv, kv_head, block_table);
+  Float16 max_lanes[kHeads];
+  for (int g = 0; g < kHeads; ++g) max_lanes[g] = Float16{} - INFINITY;
+  for (int p0 = 0; p0 < length; p0 += 16) {
+    const int n = std::min(16, length - p0);
+    Float16 lanes[kHeads][16];
+    for (int i = 0; i < n; ++i) {
+      const float* k = keys.Next();
+      for (int g = 0; g < kHeads; ++g) lanes[g][i] = DotLanes(qh + g * d, k, d);
+      prefetch.Step();
+    }
+    for (int g = 0; g < kHeads; ++g) {
+      for (int i = n; i < 16; ++i) lanes[g][i] = Float16{};
+      const Float16 s = SumLanesOf16(lanes[g]) * scale;
+      float stored[16];
+      simd16::Store(stored, s);
+      std::copy_n(stored, n, scores + g * length + p0);
+      const Float16 real = LoadPadded(stored, n, -INFINITY);  // a partial group's empty lanes hold 0
+      max_lanes[g] = real > max_lanes[g] ? real : max_lanes[g];
+    }
+  }
+  for (int g = 0; g < kHeads; ++g) {
+    float* weights = scores + g * length;
+    float max_score = -INFINITY;
+    for (int i = 0; i < 16; ++i) max_score = std::max(max_score, max_lanes[g][i]);
+    ExpShiftedBody(weights, length, max_score);
+    // Σ exp in float64, 16 lanes a step into two 8-lane sums, then the lanes in a fixed order.
+    using Double8 = double __attribute__((vector_size(64)));
+    Double8 low = {}, high = {};
+    for (int p0 = 0; p0 < length; p0 += 16) {
+      const Float16 e = LoadPadded(weights + p0, length - p0, 0.0f);
+      low += __builtin_convertvector(__builtin_shufflevector(e, e, 0, 1, 2, 3, 4, 5, 6, 7), Double8);
+      high += __builtin_convertvector(__builtin_shufflevector(e, e, 8, 9, 10, 11, 12, 13, 14, 15), Double8);
+    }
+    const Double8 both = low + high;
+    const double sum = ((both[0] + both[4]) + (both[2] + both[6])) + ((both[1] + both[5]) + (both[3] + both[7]));
+    const float inv_sum = static_cast<float>(1.0 / sum);
+    for (int p = 0; p < length; ++p) weights[p] *= inv_sum;  // the softmax weights
+  }
+  // out = Σ_p weight_p · v_p, 64 output elements a pass (four 16-lane sums per head in registers)
+  // over every position: each element's sum runs over the positions in order, and the heads' and
+  // vectors' chains side by side hide the adds' latency.
+  float* oh = out + first_head * d;  // [kHeads, d]
   constexpr int kVectors = 4;
   for (int i0 = 0; i0 < d; i0 += 16 * kVectors) {
     const bool first_pass = i0 == 0;  // later passes find the rows in cache
     const int width = std::min(16 * kVectors, d - i0);
+    HeadRows values(kv.values, kv, kv_head, block_table);
     if (width % 16 == 0) {
-      Float16 acc[kVectors] = {};
       const int vectors = width / 16;
-      ForEachHeadRow(kv.values, kv, kv_head, block_table, length, first_pass,
-                     [&](int p, const float* v) {
-                       for (int j = 0; j < kVectors; ++j) {
-                         if (j < vectors) acc[j] += scores[p] * simd16::Load(v + i0 + 16 * j);
-                       }
-                     });
-      for (int j = 0; j < vectors; ++j) simd16::Store(oh + i0 + 16 * j, acc[j]);
+      Float16 acc[kHeads][kVectors] = {};
+      for (int p = 0; p < length; ++p) {
+        const float* v = values.Next();
+        for (int j = 0; j < kVectors; ++j) {
+          if (j >= vectors) break;
+          const Float16 vj = simd16::Load(v + i0 + 16 * j);
+          for (int g = 0; g < kHeads; ++g) acc[g][j] += scores[g * length + p] * vj;
+        }
+        if (first_pass) prefetch.Step();
+      }
+      for (int g = 0; g < kHeads; ++g) {
+        for (int j = 0; j < vectors; ++j) simd16::Store(oh + g * d + i0 + 16 * j, acc[g][j]);
+      }
     } else {
-      float acc[16 * kVectors] = {};
-      ForEachHeadRow(kv.values, kv, kv_head, block_table, length, first_pass,
-                     [&](int p, const float* v) {
-                       for (int j = 0; j < width; ++j) acc[j] += scores[p] * v[i0 + j];
-                     });
-      std::copy_n(acc, width, oh + i0);
+      float acc[kHeads][16 * kVectors] = {};
+      for (int p = 0; p < length; ++p) {
+        const float* v = values.Next();
+        for (int g = 0; g < kHeads; ++g) {
+          for (int j = 0; j < width; ++j) acc[g][j] += scores[g * length + p] * v[i0 + j];
+        }
+        if (first_pass) prefetch.Step();
+      }
+      for (int g = 0; g < kHeads; ++g) std::copy_n(acc[g], width, oh + g * d + i0);
     }
   }
 }
 
-void AttendOneHeadPortable(const float* q, int head, int heads, const KvLayerView& kv,
-                           const int32_t* block_table, int length, float scale, float* out,
-                           float* scores) {
-  AttendOneHeadBody(q, head, heads, kv, block_table, length, scale, out, scores);
+template <int kDim>
+TPSERVE_SIMD16_INLINE void AttendHeadsOfDim(const float* q, int first_head, int count, int heads,
+                                            const KvLayerView& kv, const int32_t* block_table, int length,
+                                            float scale, float* out, float* scores) {
+  for (int done = 0; done < count;) {  // kMaxHeadsPerPass at a time
+    const int h = first_head + done;
+    switch (std::min(count - done, kMaxHeadsPerPass)) {
+      case 1: AttendHeadsBody<kDim, 1>(q, h, heads, kv, block_table, length, scale, out, scores); done += 1; break;
+      case 2: AttendHeadsBody<kDim, 2>(q, h, heads, kv, block_table, length, scale, out, scores); done += 2; break;
+      case 3: AttendHeadsBody<kDim, 3>(q, h, heads, kv, block_table, length, scale, out, scores); done += 3; break;
+      default: AttendHeadsBody<kDim, 4>(q, h, heads, kv, block_table, length, scale, out, scores); done += 4; break;
+    }
+  }
+}
+
+// The body for this head_dim: unrolled for the common ones.
+TPSERVE_SIMD16_INLINE void AttendHeadsAnyDim(const float* q, int first_head, int count, int heads,
+                                             const KvLayerView& kv, const int32_t* block_table, int length,
+                                             float scale, float* out, float* scores) {
+  switch (kv.head_dim) {
+    case 64:
+      return AttendHeadsOfDim<64>(q, first_head, count, heads, kv, block_table, length, scale, out, scores);
+    case 128:
+      return AttendHeadsOfDim<128>(q, first_head, count, heads, kv, block_table, length, scale, out, scores);
+    default:
+      return AttendHeadsOfDim<0>(q, first_head, count, heads, kv, block_table, length, scale, out, scores);
+  }
+}
+
+void AttendHeadsPortable(const float* q, int first_head, int count, int heads, const KvLayerView& kv,
+                         const int32_t* block_table, int length, float scale, float* out, float* scores) {
+  AttendHeadsAnyDim(q, first_head, count, heads, kv, block_table, length, scale, out, scores);
 }
 #if defined(__x86_64__)
-__attribute__((target("avx512f"))) void AttendOneHeadAvx512(const float* q, int head, int heads,
-                                                            const KvLayerView& kv,
-                                                            const int32_t* block_table, int length,
-                                                            float scale, float* out,
-                                                            float* scores) {
-  AttendOneHeadBody(q, head, heads, kv, block_table, length, scale, out, scores);
+__attribute__((target("avx512f"))) void AttendHeadsAvx512(const float* q, int first_head, int count, int heads,
+                                                          const KvLayerView& kv, const int32_t* block_table,
+                                                          int length, float scale, float* out, float* scores) {
+  AttendHeadsAnyDim(q, first_head, count, heads, kv, block_table, length, scale, out, scores);
 }
 #endif
 
 }  // namespace
 
-void AttendOneHead(const float* q, int head, int heads, const KvLayerView& kv,
-                   const int32_t* block_table, int length, float scale, float* out, float* scores) {
+void AttendHeads(const float* q, int first_head, int count, int heads, const KvLayerView& kv,
+                 const int32_t* block_table, int length, float scale, float* out, float* scores) {
 #if defined(__x86_64__)
-  if (HasAvx512F())
-    return AttendOneHeadAvx512(q, head, heads, kv, block_table, length, scale, out, scores);
+  if (HasAvx512F()) return AttendHeadsAvx512(q, first_head, count, heads, kv, block_table, length, scale, out, scores);
 #endif
-  AttendOneHeadPortable(q, head, heads, kv, block_table, length, scale, out, scores);
+  AttendHeadsPortable(q, first_head, count, heads, kv, block_table, length, scale, out, scores);
 }
 
 void AttendOneToken(const float* q, int heads, const KvLayerView& kv, const int32_t* block_table,
                     int length, float scale, float* out, float* scores) {
-  for (int h = 0; h < heads; ++h)
-    AttendOneHead(q, h, heads, kv, block_table, length, scale, out, scores);
+  const int group = heads / kv.kv_heads;
+  for (int first = 0; first < heads; first += group) {
+    AttendHeads(q, first, group, heads, kv, block_table, length, scale, out, scores);
+  }
 }
 
 }  // namespace tpserve::cpu

@@ -53,13 +53,17 @@ struct KvLayerView {
 // Causal attention of one query token over positions [0, length) of its sequence:
 // out[h] = softmax(q[h] · K[kv(h)]ᵀ * scale) · V[kv(h)], with kv(h) = h / (heads / kv_heads).
 // q, out: [heads, head_dim]; block_table maps position / block_size to a block id;
-// scores: scratch of at least `length` floats.
+// scores: scratch of at least min(heads / kv_heads, kMaxHeadsPerPass) × length floats.
 void AttendOneToken(const float* q, int heads, const KvLayerView& kv, const int32_t* block_table,
                     int length, float scale, float* out, float* scores);
 
-// AttendOneToken's query head `head` alone (of `heads`): writes out[head * head_dim, + head_dim).
-// The unit a rank's threads split decode attention into (one token has a head per thread to give).
-void AttendOneHead(const float* q, int head, int heads, const KvLayerView& kv, const int32_t* block_table,
-                   int length, float scale, float* out, float* scores);
+// AttendOneToken's query heads [first_head, first_head + count) alone (of `heads`; all of one KV
+// head's group): writes out[h * head_dim, + head_dim) for those h. Up to kMaxHeadsPerPass heads
+// share each pass over the group's K and V rows, which are read once for them. A head's result
+// does not depend on `count` or on which heads share its pass. The unit a rank's threads split
+// decode attention into. scores: scratch of min(count, kMaxHeadsPerPass) × length floats.
+inline constexpr int kMaxHeadsPerPass = 4;
+void AttendHeads(const float* q, int first_head, int count, int heads, const KvLayerView& kv,
+                 const int32_t* block_table, int length, float scale, float* out, float* scores);
 
 }  // namespace tpserve::cpu

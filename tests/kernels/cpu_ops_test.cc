@@ -56,7 +56,7 @@ TEST(Attention, GqaHeadsReadTheirGroupsKvHead) {
   values[2] = 20; values[3] = 21;  // KV head 1
   KvLayerView kv{keys.data(), values.data(), block_size, 2, head_dim};
   const int32_t block_table[1] = {0};
-  float q[8] = {1, 2, 3, 4, 5, 6, 7, 8}, out[8], scores[1];
+  float q[8] = {1, 2, 3, 4, 5, 6, 7, 8}, out[8], scores[2];  // 2 heads a group, 1 position
   AttendOneToken(q, 4, kv, block_table, 1, 1.0f, out, scores);
   EXPECT_EQ(out[0], 10); EXPECT_EQ(out[1], 11);
   EXPECT_EQ(out[2], 10); EXPECT_EQ(out[3], 11);
@@ -64,13 +64,14 @@ TEST(Attention, GqaHeadsReadTheirGroupsKvHead) {
   EXPECT_EQ(out[6], 20); EXPECT_EQ(out[7], 21);
 }
 
-// Against a float64 softmax over the same paged blocks: head_dim below 16, a multiple of 16 (the
-// lanes' main loop) and 16k + 8 (main loop and tail), GQA groups of 3, a shuffled block table.
+// Against a float64 softmax over the same paged blocks: head_dim below 16, 64 and 128 (the unrolled
+// bodies) and 16k + 8 (main loop and tail), GQA groups of 3, lengths below, at and past the
+// sixteen positions scored together, a shuffled block table.
 TEST(Attention, MatchesNaiveSoftmaxOverPagedBlocks) {
   struct Case {
     int d, length;
   };
-  for (const Case c : {Case{8, 7}, Case{64, 200}, Case{72, 33}}) {
+  for (const Case c : {Case{8, 7}, Case{64, 200}, Case{72, 33}, Case{128, 47}, Case{64, 16}, Case{64, 1}}) {
     const int heads = 6, kv_heads = 2, d = c.d, block_size = 3, length = c.length;
     const int blocks = (length + block_size - 1) / block_size;
     std::mt19937 random(3);
@@ -82,7 +83,7 @@ TEST(Attention, MatchesNaiveSoftmaxOverPagedBlocks) {
     for (auto& v : values) v = normal(random);
     std::vector<float> q(heads * d);
     for (auto& v : q) v = normal(random);
-    std::vector<float> out(heads * d), scores(length);
+    std::vector<float> out(heads * d), scores(static_cast<size_t>(heads / kv_heads) * length);
     const float scale = 0.3f;
     AttendOneToken(q.data(), heads, {keys.data(), values.data(), block_size, kv_heads, d}, block_table.data(),
                    length, scale, out.data(), scores.data());
@@ -105,6 +106,44 @@ TEST(Attention, MatchesNaiveSoftmaxOverPagedBlocks) {
         double expected = 0;
         for (int p = 0; p < length; ++p) expected += s[p] / z * at(values, p, kv_head)[i];
         ASSERT_NEAR(out[h * d + i], expected, 1e-5) << "d " << d << " length " << length << " head " << h << " " << i;
+      }
+    }
+  }
+}
+
+// The decoder cuts a KV group's query heads into parts by batch size and thread count: a head's
+// output must be bitwise the same whether it shares its pass over K and V with 0, 1, 2 or 3 other
+// heads, or is one of 8 split into passes of 4 (decode's batch invariance rests on it).
+TEST(Attention, HeadsGivesEachHeadTheSameBitsHoweverGrouped) {
+  for (const int d : {64, 128, 40}) {
+    const int heads = 16, kv_heads = 2, group = heads / kv_heads, block_size = 16, length = 77;
+    const int blocks = (length + block_size - 1) / block_size;
+    std::mt19937 random(5);
+    std::normal_distribution<float> normal;
+    std::vector<int32_t> block_table(blocks);
+    for (int b = 0; b < blocks; ++b) block_table[b] = blocks - 1 - b;
+    std::vector<float> keys(static_cast<size_t>(blocks) * block_size * kv_heads * d), values(keys.size());
+    for (auto& v : keys) v = normal(random);
+    for (auto& v : values) v = normal(random);
+    std::vector<float> q(heads * d);
+    for (auto& v : q) v = normal(random);
+    const KvLayerView kv{keys.data(), values.data(), block_size, kv_heads, d};
+    std::vector<float> scores(static_cast<size_t>(kMaxHeadsPerPass) * length);
+    std::vector<float> alone(heads * d), grouped(heads * d);
+    for (int h = 0; h < heads; ++h) {
+      AttendHeads(q.data(), h, 1, heads, kv, block_table.data(), length, 0.2f, alone.data(), scores.data());
+    }
+    for (const int part : {2, 3, 4, group}) {
+      std::fill(grouped.begin(), grouped.end(), -1.0f);
+      for (int g = 0; g < kv_heads; ++g) {
+        for (int first = g * group; first < (g + 1) * group; first += part) {
+          const int count = std::min(part, (g + 1) * group - first);
+          AttendHeads(q.data(), first, count, heads, kv, block_table.data(), length, 0.2f, grouped.data(),
+                      scores.data());
+        }
+      }
+      for (int i = 0; i < heads * d; ++i) {
+        ASSERT_EQ(grouped[i], alone[i]) << "d " << d << " heads a call " << part << " element " << i;
       }
     }
   }

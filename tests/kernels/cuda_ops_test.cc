@@ -268,7 +268,7 @@ TEST(CudaOps, PagedAttentionMatchesTheCpuForDecodeAndPrefill) {
   const std::vector<float> q = Random(static_cast<size_t>(tokens) * q_width, 23);
   const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
 
-  std::vector<float> want(q.size()), scores(1024);
+  std::vector<float> want(q.size()), scores(static_cast<size_t>(cpu::kMaxHeadsPerPass) * 777);  // heads a pass × length
   const cpu::KvLayerView view{keys.data(), values.data(), block_size, kv_heads, head_dim};
   for (int t = 0; t < tokens; ++t) {
     cpu::AttendOneToken(&q[t * q_width], heads, view, &tables[token_sequence[t] * width], positions[t] + 1, scale,
