@@ -81,11 +81,11 @@ for ((round = 0; round < ROUNDS; ++round)); do
   shift_by=$((round % ${#kernel_list[@]}))
   for kernel in "${kernel_list[@]:shift_by}" "${kernel_list[@]:0:shift_by}"; do
     "$TPSERVE" bench-decode --model "$MODEL" --tp 1 --batch 1,8 --steps "$STEPS" --threads "$THREADS" \
-      --linear-kernel "$kernel" --json > "$OUT/bench_decode_${round}_$kernel.json" 2>/dev/null
+      --linear-kernel "$kernel" --json > "$OUT/bench_decode_${round}_$kernel.json"
     build="$(peer_build "$kernel")"
     if [[ ${LLAMACPP:-1} != 0 && -x $OUT/llama-$build/bin/llama-bench ]]; then
       "$OUT/llama-$build/bin/llama-bench" -m "$GGUF" -p 0 -n 128 -t "$THREADS" -o json \
-        > "$OUT/llama_bench_${round}_$kernel.json" 2>/dev/null
+        > "$OUT/llama_bench_${round}_$kernel.json"
     fi
   done
 done

@@ -125,7 +125,8 @@ void Decoder::Attention(const Batch& batch, int layer, const float* q, float* ou
     for (size_t unit = begin; unit < end; ++unit) {
       const size_t order = unit / per_token;
       const size_t t = order % 2 == 0 ? order / 2 : tokens - 1 - order / 2;
-      const int kv_head = static_cast<int>(unit % per_token) / parts, part = static_cast<int>(unit % per_token) % parts;
+      const int slot = static_cast<int>(unit % per_token);  // [kv_heads, parts]
+      const int kv_head = slot / parts, part = slot % parts;
       const int first = kv_head * group + part * group / parts, last = kv_head * group + (part + 1) * group / parts;
       const SequencePlan& seq = batch.plan->sequences[batch.sequence[t]];
       const int length = batch.positions[t] + 1;  // causal: itself and everything before
