@@ -20,8 +20,6 @@
 namespace tpserve::cpu {
 namespace {
 
-using dot::kPrefetchBytes;
-using dot::PrefetchWeights;
 using dot::kTokenTile;
 
 #if defined(__x86_64__)
@@ -37,7 +35,8 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) inline __m512 LoadBf16x16(c
 template <int n>
 __attribute__((target("avx512f,avx512bw,avx512vl"))) void DotRowsAvx512(const uint16_t* w, size_t rows,
                                                                      const float* const* x, int in,
-                                                                     float* out, size_t out_stride) {
+                                                                     float* out, size_t out_stride,
+                                                                     StreamPrefetch prefetch) {
   for (size_t r = 0; r < rows; ++r, w += in) {
     __m512 acc[n][4];
     for (int t = 0; t < n; ++t) {
@@ -45,10 +44,9 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void DotRowsAvx512(const ui
     }
     int i = 0;
     for (; i + 64 <= in; i += 64) {
-      // The hardware streamer stops at 4 KiB boundaries: fetch the weights a few KiB ahead (past
-      // this row into the next ones, which are contiguous).
-      PrefetchWeights(reinterpret_cast<const char*>(w + i) + kPrefetchBytes);
-      PrefetchWeights(reinterpret_cast<const char*>(w + i) + kPrefetchBytes + 64);
+      // The hardware streamer stops at 4 KiB boundaries: the next pages' starts are fetched a few
+      // KiB ahead (past this row into the next ones, which are contiguous).
+      PrefetchAhead(w + i, 128, prefetch);
       const __m512 w0 = LoadBf16x16(w + i), w1 = LoadBf16x16(w + i + 16);
       const __m512 w2 = LoadBf16x16(w + i + 32), w3 = LoadBf16x16(w + i + 48);
       for (int t = 0; t < n; ++t) {
@@ -82,7 +80,7 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void DotRowsAvx512(const ui
 // Portable kernel: 32 lanes of fused multiply-adds, reduced pairwise in a fixed order.
 template <int n>
 void DotRowsPortable(const uint16_t* w, size_t rows, const float* const* x, int in, float* out,
-                     size_t out_stride) {
+                     size_t out_stride, StreamPrefetch /*prefetch: none here*/) {
   for (size_t r = 0; r < rows; ++r, w += in) {
     for (int t = 0; t < n; ++t) {
       float lanes[32] = {};
@@ -131,6 +129,9 @@ template <typename Act, typename Fn>
 void DotRows(const LinearArgs& a, const Act* activations, size_t row_stride, const dot::Table<Fn>& table,
              size_t row_begin, size_t row_end) {
   const size_t row_block = a.tokens <= kTokenTile ? std::min(table.rows_per_call, row_end - row_begin) : 32;
+  // One token streams the rows as fast as memory gives them; more tokens (or, with AVX2, several
+  // sweeps over a row) leave the hardware prefetcher no stream to follow (stream_prefetch.h).
+  const StreamPrefetch prefetch = a.tokens == 1 ? StreamPrefetch::kPageStarts : StreamPrefetch::kEveryLine;
   for (size_t block = row_begin; block < row_end; block += row_block) {
     const size_t rows = std::min(row_end, block + row_block) - block;
     for (int t0 = 0; t0 < a.tokens; t0 += kTokenTile) {
@@ -138,7 +139,7 @@ void DotRows(const LinearArgs& a, const Act* activations, size_t row_stride, con
       const Act* x[kTokenTile];
       for (int t = 0; t < n; ++t) x[t] = activations + static_cast<size_t>(t0 + t) * row_stride;
       float* y = a.y + static_cast<size_t>(t0) * a.out + block;
-      table.fn[n](a.w + block * a.in, rows, x, a.in, y, static_cast<size_t>(a.out));
+      table.fn[n](a.w + block * a.in, rows, x, a.in, y, static_cast<size_t>(a.out), prefetch);
     }
     AddBias(a, block, block + rows);
   }

@@ -39,7 +39,7 @@ TPSERVE_TARGET_AVX512BF16 inline __m512bh MaskedLoadBf16x32(__mmask32 mask, cons
 // x[t]: token t's hi parts [in], then its lo parts [in] (SplitToBf16).
 template <int n>
 TPSERVE_TARGET_AVX512BF16 void DotRowsAvx512Bf16(const uint16_t* w, size_t rows, const uint16_t* const* x, int in,
-                                                 float* out, size_t out_stride) {
+                                                 float* out, size_t out_stride, StreamPrefetch prefetch) {
   for (size_t r = 0; r < rows; ++r, w += in) {
     __m512 acc[n][4];
     for (int t = 0; t < n; ++t) {
@@ -47,8 +47,7 @@ TPSERVE_TARGET_AVX512BF16 void DotRowsAvx512Bf16(const uint16_t* w, size_t rows,
     }
     int i = 0;
     for (; i + 128 <= in; i += 128) {
-      const char* ahead = reinterpret_cast<const char*>(w + i) + kPrefetchBytes;
-      for (int line = 0; line < 4; ++line) PrefetchWeights(ahead + 64 * line);
+      PrefetchAhead(w + i, 256, prefetch);
       const __m512bh w0 = LoadBf16x32(w + i), w1 = LoadBf16x32(w + i + 32);
       const __m512bh w2 = LoadBf16x32(w + i + 64), w3 = LoadBf16x32(w + i + 96);
       for (int t = 0; t < n; ++t) {
@@ -122,13 +121,18 @@ constexpr int kBothBlocksTokens = 4;
 constexpr int kOneBlockTokens = 8;
 constexpr int kChunkedTokens = 32;
 constexpr int kChunkPairs = 128;
+// Up to three tokens, the one pass over each group streams the weights as fast as memory gives
+// them and takes the page-start prefetch; at four the pass is slow enough that every line's
+// prefetch did better (LM head, one token 1.2-1.4x, two 1.2x, three 1.15x, four 0.9-0.98x the
+// every-line pass: stream_prefetch.h, docs/PERFORMANCE.md).
+constexpr int kPageStartsTokens = 3;
 constexpr int kSumsPerToken = 2 * 2 * 16;  // [2 blocks][outputs 0-7, 8-15][16 lanes]
 
 // Blocks [first_block, first_block + kBlocks) of one group against n tokens, over input pairs
 // [pair_begin, pair_end) of `pairs`. sums: kSumsPerToken floats per token, read at the start unless
 // pair_begin is 0 and written at the end unless pair_end is `pairs`; after the last pair, block
 // b's output o of token t goes to out[t * out_stride + 16 b + o].
-template <int n, int kBlocks>
+template <int n, int kBlocks, StreamPrefetch kPrefetch>
 TPSERVE_TARGET_AVX512BF16 void GroupPassAvx512Bf16(const uint16_t* group, int first_block,
                                                    int pair_begin, int pair_end, int pairs,
                                                    const uint16_t* const* x, float* sums,
@@ -148,11 +152,14 @@ TPSERVE_TARGET_AVX512BF16 void GroupPassAvx512Bf16(const uint16_t* group, int fi
   }
   for (int p = pair_begin; p < pair_end; ++p) {
     const uint16_t* lines = group + 2 * kPairGroupRows * static_cast<size_t>(p);
+    if constexpr (kPrefetch == StreamPrefetch::kPageStarts) {
+      PrefetchPageStartsAhead(lines, 2 * kPairGroupRows * sizeof(uint16_t));  // the pair's two lines
+    }
     __m512bh w[kVectors];
 #pragma GCC unroll 2
     for (int b = 0; b < kBlocks; ++b) {
       const uint16_t* line = lines + 2 * amx::kTileRows * (first_block + b);
-      PrefetchWeights(reinterpret_cast<const char*>(line) + kPrefetchBytes);
+      if constexpr (kPrefetch == StreamPrefetch::kEveryLine) PrefetchLineAhead(line);
       const __m512i wp = _mm512_loadu_si512(line);
       w[2 * b] = AsBf16(_mm512_permutexvar_epi32(outputs_0_to_7, wp));
       w[2 * b + 1] = AsBf16(_mm512_permutexvar_epi32(outputs_8_to_15, wp));
@@ -192,19 +199,24 @@ TPSERVE_TARGET_AVX512BF16 void GroupPassAvx512Bf16(const uint16_t* group, int fi
 
 using GroupPassFn = void (*)(const uint16_t*, int, int, int, int, const uint16_t* const*, float*,
                              float*, size_t);
+constexpr auto kEvery = StreamPrefetch::kEveryLine;
+constexpr GroupPassFn kBothBlocksPageStarts[kPageStartsTokens + 1] = {
+    nullptr, GroupPassAvx512Bf16<1, 2, StreamPrefetch::kPageStarts>,
+    GroupPassAvx512Bf16<2, 2, StreamPrefetch::kPageStarts>,
+    GroupPassAvx512Bf16<3, 2, StreamPrefetch::kPageStarts>};
 constexpr GroupPassFn kBothBlocks[kBothBlocksTokens + 1] = {
-    nullptr, GroupPassAvx512Bf16<1, 2>, GroupPassAvx512Bf16<2, 2>, GroupPassAvx512Bf16<3, 2>,
-    GroupPassAvx512Bf16<4, 2>};
+    nullptr, GroupPassAvx512Bf16<1, 2, kEvery>, GroupPassAvx512Bf16<2, 2, kEvery>,
+    GroupPassAvx512Bf16<3, 2, kEvery>, GroupPassAvx512Bf16<4, 2, kEvery>};
 constexpr GroupPassFn kOneBlock[kOneBlockTokens + 1] = {
     nullptr,
-    GroupPassAvx512Bf16<1, 1>,
-    GroupPassAvx512Bf16<2, 1>,
-    GroupPassAvx512Bf16<3, 1>,
-    GroupPassAvx512Bf16<4, 1>,
-    GroupPassAvx512Bf16<5, 1>,
-    GroupPassAvx512Bf16<6, 1>,
-    GroupPassAvx512Bf16<7, 1>,
-    GroupPassAvx512Bf16<8, 1>};
+    GroupPassAvx512Bf16<1, 1, kEvery>,
+    GroupPassAvx512Bf16<2, 1, kEvery>,
+    GroupPassAvx512Bf16<3, 1, kEvery>,
+    GroupPassAvx512Bf16<4, 1, kEvery>,
+    GroupPassAvx512Bf16<5, 1, kEvery>,
+    GroupPassAvx512Bf16<6, 1, kEvery>,
+    GroupPassAvx512Bf16<7, 1, kEvery>,
+    GroupPassAvx512Bf16<8, 1, kEvery>};
 
 // 16 activations split: hi = bf16(v), lo = bf16(v - hi) (v - hi is exact).
 TPSERVE_TARGET_AVX512BF16 inline void SplitBits16(__m512 v, __m256i* hi, __m256i* lo) {
@@ -272,6 +284,8 @@ void GroupRowsAvx512Bf16(const uint16_t* w, int in, const uint16_t* x, int token
   const uint16_t* rows[kOneBlockTokens];  // the pass's tokens' split activations
   // Whole groups for up to four tokens (one pass) and for more than kChunkedTokens; chunks between.
   const bool chunked = tokens > kBothBlocksTokens && tokens <= kChunkedTokens;
+  // Up to kPageStartsTokens tokens, their one pass over each group prefetches page starts.
+  const GroupPassFn* both_blocks = tokens <= kPageStartsTokens ? kBothBlocksPageStarts : kBothBlocks;
   const int chunk_pairs = chunked ? kChunkPairs : pairs;
   thread_local std::vector<float, CacheLineAllocator<float>> sums;  // this thread's own
   sums.resize(static_cast<size_t>(tokens) * kSumsPerToken);
@@ -286,7 +300,7 @@ void GroupRowsAvx512Bf16(const uint16_t* w, int in, const uint16_t* x, int token
         float* token_sums = sums.data() + static_cast<size_t>(t0) * kSumsPerToken;
         float* token_y = y + static_cast<size_t>(t0) * y_stride + row;
         if (n <= kBothBlocksTokens) {
-          kBothBlocks[n](group, 0, p0, p1, pairs, rows, token_sums, token_y, y_stride);
+          both_blocks[n](group, 0, p0, p1, pairs, rows, token_sums, token_y, y_stride);
         } else {
           for (int block = 0; block < 2; ++block) {
             kOneBlock[n](group, block, p0, p1, pairs, rows, token_sums, token_y, y_stride);

@@ -7,28 +7,23 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "kernels/cpu/stream_prefetch.h"
 #include "kernels/cpu/x86_intrinsics.h"
 
 namespace tpserve::cpu::dot {
 
 constexpr int kTokenTile = 4;  // tokens that share one pass over a weight row
-// Software prefetch of the weights 16 KiB ahead (on an Intel AVX-512 machine ~10% faster decode
-// than none: the hardware streamer stops at 4 KiB pages), into L2 (T1): on an AMD EPYC (Zen 5) the
-// weights fetched into L1 (T0) ran 5-10 points of the paired read below T1 and below none; T1 was
-// at or above T0 in 15 of 18 points measured (docs/PERFORMANCE.md).
-constexpr int kPrefetchBytes = 16384;
-#if defined(__x86_64__)
-inline void PrefetchWeights(const void* p) { _mm_prefetch(static_cast<const char*>(p), _MM_HINT_T1); }
-#endif
 
 // w: `rows` consecutive weight rows [rows, in] bf16; x: n rows [in] of f32 (or bf16) activations;
 // out[t * out_stride + r]: row r's dot with x[t]. A call covers a block of rows, so the row loop
 // can run inside the instruction set's own code (a plain per-row sum called through a pointer read
 // the LM head at 79-84% of a flat read, inlined over the range at 93-97%: docs/PERFORMANCE.md).
+// `prefetch`: kPageStarts where the call's rows are read in one pass (all tokens in one tile),
+// kEveryLine where every tile passes over them (stream_prefetch.h).
 using F32Fn = void (*)(const uint16_t* w, size_t rows, const float* const* x, int in, float* out,
-                       size_t out_stride);
+                       size_t out_stride, StreamPrefetch prefetch);
 using Bf16Fn = void (*)(const uint16_t* w, size_t rows, const uint16_t* const* x, int in, float* out,
-                        size_t out_stride);
+                        size_t out_stride, StreamPrefetch prefetch);
 
 template <typename Fn>
 struct Table {

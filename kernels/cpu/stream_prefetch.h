@@ -1,0 +1,74 @@
+// Software prefetch of a forward stream of bytes (a weight matrix, the DRAM ceiling's read), into
+// L2, kStreamPrefetchBytes ahead, in one of two patterns:
+// - kPageStarts, for a stream read once at memory speed (one token tile; the ceiling's read): the
+//   first two 64-byte lines of each 4 KiB page and nothing else. The hardware prefetcher streams
+//   within a page but stops at its end; two early lines of the next pages restart it before the
+//   loads get there. On an AMD EPYC (Zen 5) one token's pass over the LM head read at 90% of a
+//   plain read with every line prefetched, at 108-111% with the page starts alone, and a plain read
+//   with them at 113-118% of one without (4 KiB to 32 KiB ahead all alike; every other line, or
+//   one or four lines a page, slower: docs/PERFORMANCE.md).
+// - kEveryLine, for weights that several passes read from cache (batches past one token tile):
+//   every line. There the hardware prefetcher sees the passes' cache hits, not a stream, and with
+//   page starts alone batch 8 ran 1.6-1.8x slower.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/cpu/x86_intrinsics.h"
+
+namespace tpserve::cpu {
+
+constexpr size_t kStreamPrefetchBytes = 16384;
+constexpr uintptr_t kPageBytes = 4096;
+
+enum class StreamPrefetch { kPageStarts, kEveryLine };
+
+// PREFETCHT1 as a volatile asm statement, for the page starts: GCC 12 dropped an _mm_prefetch
+// page-start branch from a loop it had unswitched on the pattern (a prefetch has no effect the
+// language sees), and the AVX2 kernel then measured "page starts" that were no prefetch at all.
+inline void PrefetchT1(const void* p) {
+#if defined(__x86_64__)
+  asm volatile("prefetcht1 %0" : : "m"(*static_cast<const char*>(p)));
+#else
+  (void)p;
+#endif
+}
+
+// The line kStreamPrefetchBytes past p.
+inline void PrefetchLineAhead(const void* p) {
+#if defined(__x86_64__)
+  _mm_prefetch(static_cast<const char*>(p) + kStreamPrefetchBytes, _MM_HINT_T1);
+#else
+  (void)p;
+#endif
+}
+
+// Called once per loop iteration that reads [p, p + window) of the stream (window <= 4 KiB): if
+// the same window kStreamPrefetchBytes ahead holds the start of a page, that page's first two
+// lines are prefetched into L2.
+inline void PrefetchPageStartsAhead(const void* p, size_t window) {
+#if defined(__x86_64__)
+  const uintptr_t ahead = reinterpret_cast<uintptr_t>(p) + kStreamPrefetchBytes;
+  const uintptr_t page = (ahead + kPageBytes - 1) & ~(kPageBytes - 1);
+  if (page < ahead + window) {
+    PrefetchT1(reinterpret_cast<const char*>(page));
+    PrefetchT1(reinterpret_cast<const char*>(page + 64));
+  }
+#else
+  (void)p;
+  (void)window;
+#endif
+}
+
+// Called once per loop iteration that reads [p, p + window) of the stream (window a multiple of 64
+// bytes).
+inline void PrefetchAhead(const void* p, size_t window, StreamPrefetch pattern) {
+  if (pattern == StreamPrefetch::kPageStarts) {
+    PrefetchPageStartsAhead(p, window);
+  } else {
+    for (size_t line = 0; line < window; line += 64) PrefetchLineAhead(static_cast<const char*>(p) + line);
+  }
+}
+
+}  // namespace tpserve::cpu
