@@ -44,8 +44,8 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void DotRowsAvx512(const ui
     }
     int i = 0;
     for (; i + 64 <= in; i += 64) {
-      // The hardware streamer stops at 4 KiB boundaries: the next pages' starts are fetched a few
-      // KiB ahead (past this row into the next ones, which are contiguous).
+      // The hardware streamer stops at 4 KiB boundaries: the weights are prefetched a few KiB
+      // ahead (stream_prefetch.h), past this row into the next ones, which are contiguous.
       PrefetchAhead(w + i, 128, prefetch);
       const __m512 w0 = LoadBf16x16(w + i), w1 = LoadBf16x16(w + i + 16);
       const __m512 w2 = LoadBf16x16(w + i + 32), w3 = LoadBf16x16(w + i + 48);

@@ -123,8 +123,8 @@ constexpr int kChunkedTokens = 32;
 constexpr int kChunkPairs = 128;
 // Up to three tokens, the one pass over each group streams the weights as fast as memory gives
 // them and takes the page-start prefetch; at four the pass is slow enough that every line's
-// prefetch did better (LM head, one token 1.2-1.4x, two 1.2x, three 1.15x, four 0.9-0.98x the
-// every-line pass: stream_prefetch.h, docs/PERFORMANCE.md).
+// prefetch did better (LM head against the every-line pass: one token 1.2-1.5x, two 1.1-1.3x,
+// three 0.94-1.16x, four 0.9-0.98x; stream_prefetch.h, docs/PERFORMANCE.md).
 constexpr int kPageStartsTokens = 3;
 constexpr int kSumsPerToken = 2 * 2 * 16;  // [2 blocks][outputs 0-7, 8-15][16 lanes]
 

@@ -18,8 +18,8 @@ constexpr int kTokenTile = 4;  // tokens that share one pass over a weight row
 // out[t * out_stride + r]: row r's dot with x[t]. A call covers a block of rows, so the row loop
 // can run inside the instruction set's own code (a plain per-row sum called through a pointer read
 // the LM head at 79-84% of a flat read, inlined over the range at 93-97%: docs/PERFORMANCE.md).
-// `prefetch`: kPageStarts where the call's rows are read in one pass (all tokens in one tile),
-// kEveryLine where every tile passes over them (stream_prefetch.h).
+// `prefetch`: kPageStarts where one token streams the rows, kEveryLine for more tokens
+// (stream_prefetch.h).
 using F32Fn = void (*)(const uint16_t* w, size_t rows, const float* const* x, int in, float* out,
                        size_t out_stride, StreamPrefetch prefetch);
 using Bf16Fn = void (*)(const uint16_t* w, size_t rows, const uint16_t* const* x, int in, float* out,

@@ -1,15 +1,15 @@
 // Software prefetch of a forward stream of bytes (a weight matrix, the DRAM ceiling's read), into
 // L2, kStreamPrefetchBytes ahead, in one of two patterns:
-// - kPageStarts, for a stream read once at memory speed (one token tile; the ceiling's read): the
-//   first two 64-byte lines of each 4 KiB page and nothing else. The hardware prefetcher streams
-//   within a page but stops at its end; two early lines of the next pages restart it before the
-//   loads get there. On an AMD EPYC (Zen 5) one token's pass over the LM head read at 90% of a
-//   plain read with every line prefetched, at 108-111% with the page starts alone, and a plain read
-//   with them at 113-118% of one without (4 KiB to 32 KiB ahead all alike; every other line, or
-//   one or four lines a page, slower: docs/PERFORMANCE.md).
-// - kEveryLine, for weights that several passes read from cache (batches past one token tile):
-//   every line. There the hardware prefetcher sees the passes' cache hits, not a stream, and with
-//   page starts alone batch 8 ran 1.6-1.8x slower.
+// - kPageStarts, for a stream read once at memory speed (one token's pass; the ceiling's read):
+//   the first two 64-byte lines of each 4 KiB page and nothing else. The hardware prefetcher
+//   streams within a page but stops at its end; two early lines of the next pages restart it
+//   before the loads get there. On an AMD EPYC (Zen 5) one token's pass over the LM head read at
+//   90% of a plain read with every line prefetched, at 108-111% with the page starts alone, and a
+//   plain read with them at 1.16-1.52x one without (4 KiB to 32 KiB ahead all alike; every other
+//   line, or one or four lines a page, slower: docs/PERFORMANCE.md).
+// - kEveryLine, for weights that several passes (or tokens) read from cache: every line. There
+//   the hardware prefetcher sees the passes' cache hits, not a stream, and with page starts alone
+//   batch 8 ran 1.6-1.8x slower.
 #pragma once
 
 #include <cstddef>
