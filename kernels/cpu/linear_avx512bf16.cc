@@ -296,7 +296,7 @@ void GroupRowsAvx512Bf16(const uint16_t* w, int in, const uint16_t* x, int token
   const int chunk_pairs = chunked ? kChunkPairs : pairs;
   // Five to eight tokens take two passes over each chunk, both over both blocks: the first
   // prefetches the next chunk's block-0 lines, the second its block-1 lines, so the next 16 KiB
-  // are asked for across both passes instead of in one burst (batch 8 1.05-1.12x). Otherwise each
+  // are asked for across both passes instead of in one burst (batch 8 1.03-1.12x). Otherwise each
   // pass prefetches its own blocks' lines.
   const bool split_prefetch = chunked && tokens <= 2 * kBothBlocksTokens;
   auto prefetch_of = [split_prefetch](int pass) { return split_prefetch ? pass : kOwnBlocks; };
