@@ -10,10 +10,13 @@
 //                [--kernels amx,avx512bf16,avx512,avx2] [--json]
 // It also measures the compute ceilings (kernels/cpu/compute_peak.h): bf16 (VDPBF16PS, where the CPU
 // has AVX512_BF16) and the f32-grade one (what a kernel under the float64 bound can reach), and
-// prints each point's useful FLOPs over each.
+// prints each point's useful FLOPs over each; and, per token count of 4, 8, 16 or 32, the
+// f32-grade rate with the weights streamed from DRAM at that batch's intensity (of-strm): what the
+// machine sustains when it must fetch the weights and do the arithmetic at once.
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdio>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <string>
@@ -100,6 +103,9 @@ int main(int argc, char** argv) {
   const double fma_peak_gflops = cpu::MeasureF32FmaPeakGflops(&pool);  // 0 without AVX2 / AVX-512
   // The f32-grade ceiling (compute_peak.h): the most a kernel under the float64 bound can reach.
   const double f32_grade_peak_gflops = std::max(fma_peak_gflops, bf16_peak_gflops / 2);
+  // tokens -> VDPBF16PS GFLOP/s streamed at that intensity (MeasureStreamedBf16Gflops; 0: none).
+  std::map<int, double> streamed_bf16_gflops;
+  for (int tokens : token_counts) streamed_bf16_gflops[tokens] = cpu::MeasureStreamedBf16Gflops(&pool, tokens);
 
   nlohmann::json points = nlohmann::json::array();
   if (!json) {
@@ -116,10 +122,17 @@ int main(int argc, char** argv) {
                   "over it\n",
                   fma_peak_gflops, f32_grade_peak_gflops);
     }
+    for (const auto& [tokens, gflops] : streamed_bf16_gflops) {
+      if (gflops <= 0) continue;
+      std::printf("ceiling: bf16 compute while streaming from DRAM at %d tokens' intensity (%d VDPBF16PS per "
+                  "64-byte line, nothing else; this run) %.0f GFLOP/s = %.0f%% of bf16 compute; of-strm = "
+                  "2 x out x in x tokens / time over half of it\n",
+                  tokens, 2 * tokens, gflops, 100 * gflops / bf16_peak_gflops);
+    }
     std::printf("of-read: median over calls of (a read of the same bytes, cold, right after the call) / "
                 "(the call)\n");
-    std::printf("%10s %6s %8s %6s %10s %10s %8s %8s %9s %7s %7s\n", "kernel", "out", "in", "tokens", "time_us",
-                "ceiling_us", "of-ceil", "of-read", "x_tok1", "of-bf16", "of-f32g");
+    std::printf("%10s %6s %8s %6s %10s %10s %8s %8s %9s %7s %7s %7s\n", "kernel", "out", "in", "tokens", "time_us",
+                "ceiling_us", "of-ceil", "of-read", "x_tok1", "of-bf16", "of-f32g", "of-strm");
   }
   std::mt19937 random(7);
   std::normal_distribution<float> normal;
@@ -165,18 +178,23 @@ int main(int argc, char** argv) {
         const double gflops = 2.0 * shape.out * shape.in * tokens / (us * 1e3);
         const double of_bf16_peak = bf16_peak_gflops > 0 ? gflops / bf16_peak_gflops : 0;
         const double of_f32_grade_peak = f32_grade_peak_gflops > 0 ? gflops / f32_grade_peak_gflops : 0;
+        const double streamed = streamed_bf16_gflops[tokens];
+        const double of_streamed = streamed > 0 ? gflops / (streamed / 2) : 0;
+        char of_streamed_text[16] = "-";
+        if (streamed > 0) std::snprintf(of_streamed_text, sizeof(of_streamed_text), "%.0f%%", 100 * of_streamed);
         if (json) {
           points.push_back({{"kernel", cpu::LinearKernelName(kernel)}, {"out", shape.out}, {"in", shape.in},
                             {"tokens", tokens}, {"time_us", us}, {"ceiling_us", ceiling_us},
                             {"of_ceiling", ceiling_us / us}, {"read_us", Median(read_micros)},
                             {"of_read", of_read}, {"tokens_per_s_vs_first", per_token_gain},
                             {"gflops", gflops}, {"of_bf16_peak", of_bf16_peak},
-                            {"of_f32_grade_peak", of_f32_grade_peak}});
+                            {"of_f32_grade_peak", of_f32_grade_peak},
+                            {"of_streamed_f32_grade", of_streamed}});
         } else {
-          std::printf("%10s %6d %8d %6d %10.1f %10.1f %7.0f%% %7.0f%% %8.2fx %6.0f%% %6.0f%%\n",
+          std::printf("%10s %6d %8d %6d %10.1f %10.1f %7.0f%% %7.0f%% %8.2fx %6.0f%% %6.0f%% %7s\n",
                       cpu::LinearKernelName(kernel), shape.out, shape.in, tokens, us, ceiling_us,
                       100 * ceiling_us / us, 100 * of_read, per_token_gain, 100 * of_bf16_peak,
-                      100 * of_f32_grade_peak);
+                      100 * of_f32_grade_peak, of_streamed_text);
         }
       }
     }
@@ -187,6 +205,7 @@ int main(int argc, char** argv) {
                                        {"bf16_peak_gflops", bf16_peak_gflops},
                                        {"f32_fma_peak_gflops", fma_peak_gflops},
                                        {"f32_grade_peak_gflops", f32_grade_peak_gflops},
+                                       {"streamed_bf16_gflops", streamed_bf16_gflops},
                                        {"points", points}}
                             .dump(2)
                             .c_str());

@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <vector>
 
+#include "common/huge_page_allocator.h"
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/linear_dot.h"
 #include "kernels/cpu/thread_pool.h"
@@ -73,6 +75,31 @@ __attribute__((target("avx2,fma"))) float Fma256Loop(long iterations) {
   _mm256_storeu_ps(lanes, sum);
   return lanes[0];
 }
+// One thread's share of the streamed ceiling: [begin, end) read once, two lines (128 bytes) an
+// iteration, each pair of lines feeding 4 x kTokens VDPBF16PS into 16 accumulators; `ahead` bytes
+// ahead, every line prefetched into L2 (as the Linear kernels do: stream_prefetch.h).
+template <int kTokens>
+__attribute__((target("avx512f,avx512bw,avx512bf16"))) float StreamedBf16Loop(const char* begin, const char* end,
+                                                                              size_t ahead) {
+  constexpr int kPerPair = 4 * kTokens;
+  __m512 acc[kChains512];
+  for (int c = 0; c < kChains512; ++c) acc[c] = _mm512_setzero_ps();
+  __m512i x_bits = _mm512_set1_epi16(0x3c00);  // 2^-7
+  for (const char* p = begin; p + 128 <= end; p += 128) {
+    _mm_prefetch(p + ahead, _MM_HINT_T1);
+    _mm_prefetch(p + ahead + 64, _MM_HINT_T1);
+    const __m512bh w0 = reinterpret_cast<__m512bh>(_mm512_load_si512(p));
+    const __m512bh w1 = reinterpret_cast<__m512bh>(_mm512_load_si512(p + 64));
+    __asm__ volatile("" : "+v"(x_bits));
+    const __m512bh x = reinterpret_cast<__m512bh>(x_bits);
+#pragma GCC unroll 128
+    for (int i = 0; i < kPerPair; ++i) acc[i % kChains512] = _mm512_dpbf16_ps(acc[i % kChains512], i % 2 ? w1 : w0, x);
+  }
+  __m512 sum = acc[0];
+  for (int c = 1; c < kChains512; ++c) sum = _mm512_add_ps(sum, acc[c]);
+  return _mm512_reduce_add_ps(sum);
+}
+
 #endif
 
 // GFLOP/s of `loop` (kIterations x `chains` instructions of `flops_per_instruction` each) on every
@@ -94,7 +121,54 @@ double MeasurePeak(ThreadPool* pool, Loop loop, int chains, int flops_per_instru
   return *std::max_element(samples.begin(), samples.end());
 }
 
+#if defined(__x86_64__)
+template <int kTokens>
+double MeasureStreamed(ThreadPool* pool) {
+  constexpr size_t kBytes = size_t{256} << 20;
+  std::vector<uint16_t, HugePageAllocator<uint16_t>> weights(kBytes / sizeof(uint16_t));
+  const size_t threads = static_cast<size_t>(pool->size());
+  const size_t share = kBytes / threads / 128 * 128;  // each thread's own stretch
+  pool->ParallelFor(threads, 1, [&](size_t begin, size_t end) {  // touched by the thread that reads it
+    for (size_t t = begin; t < end; ++t) std::fill_n(weights.data() + t * share / 2, share / 2, uint16_t{0x3f80});
+  });
+  const char* base = reinterpret_cast<const char*>(weights.data());
+  std::atomic<float> sink{0};
+  double best = 0;
+  for (int repeat = 0; repeat < 5; ++repeat) {
+    for (size_t ahead : {size_t{16384}, size_t{32768}}) {
+      const auto start = std::chrono::steady_clock::now();
+      pool->ParallelFor(threads, 1, [&](size_t begin, size_t end) {
+        for (size_t t = begin; t < end; ++t) {
+          sink = sink + StreamedBf16Loop<kTokens>(base + t * share, base + (t + 1) * share, ahead);
+        }
+      });
+      const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      const double instructions = static_cast<double>(threads) * (share / 128) * 4 * kTokens;
+      best = std::max(best, instructions * 64 / seconds * 1e-9);
+    }
+  }
+  return best;
+}
+#endif
+
 }  // namespace
+
+double MeasureStreamedBf16Gflops(ThreadPool* pool, int tokens) {
+#if defined(__x86_64__)
+  if (!HasAvx512Bf16()) return 0;
+  switch (tokens) {
+    case 4: return MeasureStreamed<4>(pool);
+    case 8: return MeasureStreamed<8>(pool);
+    case 16: return MeasureStreamed<16>(pool);
+    case 32: return MeasureStreamed<32>(pool);
+    default: return 0;
+  }
+#else
+  (void)pool;
+  (void)tokens;
+  return 0;
+#endif
+}
 
 double MeasureBf16PeakGflops(ThreadPool* pool) {
 #if defined(__x86_64__)

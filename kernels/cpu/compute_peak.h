@@ -18,4 +18,15 @@ double MeasureBf16PeakGflops(ThreadPool* pool);
 // hi and lo bf16 parts, two instructions per product, to keep them.
 double MeasureF32FmaPeakGflops(ThreadPool* pool);
 
+// GFLOP/s of VDPBF16PS (counted as above) while the same threads stream 256 MiB of weights from
+// DRAM, each 64-byte line loaded once and feeding 2 x tokens instructions: a Linear with f32-grade
+// activations at `tokens` tokens (each line's 32 weights times each token's hi and lo parts), with
+// nothing else to do: no activations to load, no permutes, no sums to keep. The best over runs
+// and over a software prefetch of every line 16 or 32 KiB ahead. Halved, it is the f32-grade
+// ceiling of a Linear whose weights come from memory at that batch: where it sits below the
+// register-only rate, the machine cannot stream the weights and do the arithmetic at full speed
+// at once. tokens: 4, 8, 16 or 32 (fewer give fewer than 16 instructions a pair of lines, too few
+// independent sums to reach the rate); 0 for any other, or without AVX512_BF16.
+double MeasureStreamedBf16Gflops(ThreadPool* pool, int tokens);
+
 }  // namespace tpserve::cpu
