@@ -128,7 +128,8 @@ double MeasureStreamed(ThreadPool* pool) {
   std::vector<uint16_t, HugePageAllocator<uint16_t>> weights(kBytes / sizeof(uint16_t));
   const size_t threads = static_cast<size_t>(pool->size());
   const size_t share = kBytes / threads / 128 * 128;  // each thread's own stretch
-  pool->ParallelFor(threads, 1, [&](size_t begin, size_t end) {  // touched by the thread that reads it
+  // Ones, not the constructor's zeros, so that the products are those of real weights.
+  pool->ParallelFor(threads, 1, [&](size_t begin, size_t end) {
     for (size_t t = begin; t < end; ++t) std::fill_n(weights.data() + t * share / 2, share / 2, uint16_t{0x3f80});
   });
   const char* base = reinterpret_cast<const char*>(weights.data());
