@@ -102,23 +102,30 @@ __attribute__((target("avx512f,avx512bw,avx512bf16"))) float StreamedBf16Loop(co
 
 #endif
 
-// GFLOP/s of `loop` (kIterations x `chains` instructions of `flops_per_instruction` each) on every
-// member of the pool at once: the best of 15 runs (a ceiling; neighbours only slow a run down).
-template <typename Loop>
-double MeasurePeak(ThreadPool* pool, Loop loop, int chains, int flops_per_instruction) {
-  const size_t threads = static_cast<size_t>(pool->size());
-  std::vector<double> samples;
+// The best GFLOP/s over `runs` runs of `per_thread(t)` on every member t of the pool at once, each
+// run `flops` in all (a ceiling; neighbours only slow a run down). per_thread returns a value that
+// is kept, so that its arithmetic cannot be dropped.
+template <typename PerThread>
+double BestGflops(ThreadPool* pool, int runs, double flops, PerThread per_thread) {
   std::atomic<float> sink{0};
-  for (int repeat = 0; repeat < 15; ++repeat) {
+  double best = 0;
+  for (int run = 0; run < runs; ++run) {
     const auto start = std::chrono::steady_clock::now();
-    pool->ParallelFor(threads, 1, [&](size_t begin, size_t end) {
-      for (size_t t = begin; t < end; ++t) sink = sink + loop(kIterations);
+    pool->ParallelFor(static_cast<size_t>(pool->size()), 1, [&](size_t begin, size_t end) {
+      for (size_t t = begin; t < end; ++t) sink = sink + per_thread(t);
     });
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    samples.push_back(static_cast<double>(threads) * kIterations * chains * flops_per_instruction /
-                      seconds * 1e-9);
+    best = std::max(best, flops / seconds * 1e-9);
   }
-  return *std::max_element(samples.begin(), samples.end());
+  return best;
+}
+
+// GFLOP/s of `loop` (kIterations x `chains` instructions of `flops_per_instruction` each) on every
+// member of the pool at once: the best of 15 runs.
+template <typename Loop>
+double MeasurePeak(ThreadPool* pool, Loop loop, int chains, int flops_per_instruction) {
+  const double flops = static_cast<double>(pool->size()) * kIterations * chains * flops_per_instruction;
+  return BestGflops(pool, 15, flops, [&](size_t) { return loop(kIterations); });
 }
 
 #if defined(__x86_64__)
@@ -133,19 +140,15 @@ double MeasureStreamed(ThreadPool* pool) {
     for (size_t t = begin; t < end; ++t) std::fill_n(weights.data() + t * share / 2, share / 2, uint16_t{0x3f80});
   });
   const char* base = reinterpret_cast<const char*>(weights.data());
-  std::atomic<float> sink{0};
+  // 4 x kTokens VDPBF16PS per 128 bytes, 64 FLOPs each.
+  const double flops = static_cast<double>(threads) * (share / 128) * 4 * kTokens * 64;
   double best = 0;
   for (int repeat = 0; repeat < 5; ++repeat) {
     for (size_t ahead : {size_t{16384}, size_t{32768}}) {
-      const auto start = std::chrono::steady_clock::now();
-      pool->ParallelFor(threads, 1, [&](size_t begin, size_t end) {
-        for (size_t t = begin; t < end; ++t) {
-          sink = sink + StreamedBf16Loop<kTokens>(base + t * share, base + (t + 1) * share, ahead);
-        }
-      });
-      const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      const double instructions = static_cast<double>(threads) * (share / 128) * 4 * kTokens;
-      best = std::max(best, instructions * 64 / seconds * 1e-9);
+      best = std::max(best, BestGflops(pool, 1, flops, [&](size_t t) {
+                        return StreamedBf16Loop<kTokens>(base + t * share, base + (t + 1) * share,
+                                                         ahead);
+                      }));
     }
   }
   return best;
