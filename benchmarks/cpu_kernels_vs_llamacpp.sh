@@ -114,8 +114,9 @@ linear_text = (out / "bench_linear.txt").read_text()
 bf16 = re.search(r"bf16 compute (\d+) GFLOP/s", linear_text)
 f32_grade = re.search(r"f32-grade = .* = (\d+) GFLOP/s", linear_text)
 # VDPBF16PS while streaming 256 MiB at 8 tokens' intensity; half of it: the f32-grade rate with the
-# weights coming from DRAM (compute_peak.h).
+# weights coming from DRAM (compute_peak.h), in GFLOP/s.
 streamed = re.search(r"while streaming from DRAM at 8 tokens' intensity .*?\) (\d+) GFLOP/s", linear_text)
+streamed_f32_grade = 0.5 * float(streamed.group(1)) if streamed else None
 def versus_llama(kernel):  # (median, lowest, highest) of each round's ratio, and of llama.cpp's tok/s
     ratios, peers = [], []
     for r in rows:
@@ -151,10 +152,11 @@ eight = next(r for r in rows if r["batch"] == 8)
 flops_per_token = 2 * eight["weight_bytes"] / 2  # bf16 weights: 2 bytes each, a multiply and an add
 one = {k: figure(k, 1, "tokens_per_s")[0] for k in kernels}
 print("\n== batch 8 against the compute ceilings (tokens/s = GFLOP/s / FLOPs per token; this run; medians)")
-for name, match, share in (("bf16 (VDPBF16PS)", bf16, 1), ("f32-grade (float64 bound)", f32_grade, 1),
-                           ("f32-grade, weights streamed", streamed, 0.5)):
-    if match:
-        cap = share * float(match.group(1)) * 1e9 / flops_per_token
+for name, gflops in (("bf16 (VDPBF16PS)", bf16 and float(bf16.group(1))),
+                     ("f32-grade (float64 bound)", f32_grade and float(f32_grade.group(1))),
+                     ("f32-grade, weights streamed", streamed_f32_grade)):
+    if gflops:
+        cap = gflops * 1e9 / flops_per_token
         print(f"  {name:>26}: {cap:7.1f} tok/s = " +
               ", ".join(f"{k} {cap / one[k]:.2f}x batch 1" for k in kernels))
 for k in kernels:
@@ -164,8 +166,8 @@ for k in kernels:
         print(f"  {k:>26}: batch 8 {tokens_per_s:7.1f} tok/s = {100 * tokens_per_s / cap:.0f}% of the f32-grade cap")
 # Batch 8's floor in this run: its Linears at the streamed f32-grade rate, plus the rest of its step
 # (attention, norms, sampling, the host) as this kernel's own batch-8 steps measured it.
-if streamed:
-    linears_s = flops_per_token * 8 / (0.5 * float(streamed.group(1)) * 1e9)
+if streamed_f32_grade:
+    linears_s = flops_per_token * 8 / (streamed_f32_grade * 1e9)
     for k in kernels:
         rest_ms = statistics.median(r["step_ms"] - sum(r["op_ms"][op] for op in LINEARS)
                                     for r in rows if r["kernel"] == k and r["batch"] == 8)
