@@ -229,8 +229,7 @@ Status Decoder::Forward(const StepPlan& plan, std::vector<float>* logits, RankTr
         const int position = batch.positions[t];
         const int32_t block = seq.block_table[position / kv_cache_->block_size()];
         const int slot = position % kv_cache_->block_size();
-        std::memcpy(kv_cache_->Keys(layer, block, slot), &k[t * kv_width], kv_width * sizeof(float));
-        std::memcpy(kv_cache_->Values(layer, block, slot), &v[t * kv_width], kv_width * sizeof(float));
+        kv_cache_->Store(layer, block, slot, &k[t * kv_width], &v[t * kv_width]);
       }
     });
     timer.Run(OpKind::kAttention, layer, 0, [&] { Attention(batch, layer, q.data(), attn.data()); });

@@ -1,5 +1,7 @@
 #include "engine/step/kv_cache.h"
 
+#include <algorithm>
+
 namespace tpserve {
 
 RankKvCache::RankKvCache(int layers, int num_blocks, int block_size, int kv_heads, int head_dim)
@@ -15,12 +17,13 @@ RankKvCache::RankKvCache(int layers, int num_blocks, int block_size, int kv_head
   }
 }
 
-float* RankKvCache::Keys(int layer, int32_t block, int slot) {
-  return keys_[layer].data() + Offset(block, slot);
-}
-
-float* RankKvCache::Values(int layer, int32_t block, int slot) {
-  return values_[layer].data() + Offset(block, slot);
+void RankKvCache::Store(int layer, int32_t block, int slot, const float* keys,
+                        const float* values) {
+  for (int kv_head = 0; kv_head < kv_heads_; ++kv_head) {
+    const size_t at = Offset(block, kv_head, slot), from = static_cast<size_t>(kv_head) * head_dim_;
+    std::copy_n(keys + from, head_dim_, keys_[layer].data() + at);
+    std::copy_n(values + from, head_dim_, values_[layer].data() + at);
+  }
 }
 
 cpu::KvLayerView RankKvCache::Layer(int layer) const {

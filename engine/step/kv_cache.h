@@ -15,9 +15,9 @@ class RankKvCache {
  public:
   RankKvCache(int layers, int num_blocks, int block_size, int kv_heads, int head_dim);
 
-  // Where position `slot` of `block` keeps its keys/values for `layer`: [kv_heads, head_dim].
-  float* Keys(int layer, int32_t block, int slot);
-  float* Values(int layer, int32_t block, int slot);
+  // Position `slot` of `block`, for `layer`: keys and values [kv_heads, head_dim] each, stored
+  // head by head (the blocks are head-major: cpu::KvLayerView).
+  void Store(int layer, int32_t block, int slot, const float* keys, const float* values);
   cpu::KvLayerView Layer(int layer) const;
 
   int block_size() const { return block_size_; }
@@ -26,13 +26,14 @@ class RankKvCache {
   }
 
  private:
-  size_t Offset(int32_t block, int slot) const {
-    return (static_cast<size_t>(block) * block_size_ + slot) * kv_heads_ * head_dim_;
+  // Where KV head `kv_head` of position `slot` of `block` starts.
+  size_t Offset(int32_t block, int kv_head, int slot) const {
+    return ((static_cast<size_t>(block) * kv_heads_ + kv_head) * block_size_ + slot) * head_dim_;
   }
 
   int block_size_, kv_heads_, head_dim_;
   using Buffer = std::vector<float, HugePageAllocator<float>>;
-  std::vector<Buffer> keys_;    // per layer: [num_blocks, block_size, kv_heads, head_dim]
+  std::vector<Buffer> keys_;    // per layer: [num_blocks, kv_heads, block_size, head_dim]
   std::vector<Buffer> values_;  // per layer: same
 };
 

@@ -221,9 +221,9 @@ TPSERVE_SIMD16_INLINE Float16 SumLanesOf16(const Float16 (&v)[16]) {
 class HeadRows {
  public:
   HeadRows(const float* base, const KvLayerView& kv, int kv_head, const int32_t* block_table)
-      : base_(base + static_cast<size_t>(kv_head) * kv.head_dim),
+      : base_(base + static_cast<size_t>(kv_head) * kv.block_size * kv.head_dim),
         block_floats_(static_cast<size_t>(kv.block_size) * kv.kv_heads * kv.head_dim),
-        row_stride_(static_cast<size_t>(kv.kv_heads) * kv.head_dim),
+        row_stride_(static_cast<size_t>(kv.head_dim)),
         block_size_(kv.block_size),
         block_table_(block_table) {}
   // The next position's row.
@@ -248,9 +248,10 @@ class HeadRows {
 };
 
 // Walks a head's K rows and then its V rows kAhead rows before the arithmetic, prefetching each
-// row's lines (Step once a row consumed): a KV head's rows are 256 bytes every kv_heads × 256 at
-// head_dim 64, which the hardware does not fetch far enough ahead once a position takes a few
-// cycles. (One block ahead, as before, left a cold layer's attention waiting on DRAM.)
+// row's lines (Step once a row consumed): a KV head's rows run together only within a block
+// (4 KiB at 16 positions, head_dim 64), and the blocks lie wherever the pool put them, so the
+// hardware, which follows a run, stalls at every block's start. (One block ahead, as before, left
+// a cold layer's attention waiting on DRAM.)
 class RowPrefetcher {
  public:
   static constexpr int kAhead = 32;

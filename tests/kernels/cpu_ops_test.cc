@@ -52,8 +52,9 @@ TEST(Attention, GqaHeadsReadTheirGroupsKvHead) {
   // so softmax is 1 and each head's output is exactly its KV head's value.
   const int head_dim = 2, block_size = 4;
   std::vector<float> keys(block_size * 2 * head_dim, 0.0f), values(block_size * 2 * head_dim, 0.0f);
-  values[0] = 10; values[1] = 11;  // block 0, slot 0, KV head 0
-  values[2] = 20; values[3] = 21;  // KV head 1
+  const int head_1 = block_size * head_dim;  // block 0, KV head 1, slot 0
+  values[0] = 10; values[1] = 11;  // block 0, KV head 0, slot 0
+  values[head_1] = 20; values[head_1 + 1] = 21;
   KvLayerView kv{keys.data(), values.data(), block_size, 2, head_dim};
   const int32_t block_table[1] = {0};
   float q[8] = {1, 2, 3, 4, 5, 6, 7, 8}, out[8], scores[2];  // 2 heads a group, 1 position
@@ -88,8 +89,8 @@ TEST(Attention, MatchesNaiveSoftmaxOverPagedBlocks) {
     AttendOneToken(q.data(), heads, {keys.data(), values.data(), block_size, kv_heads, d}, block_table.data(),
                    length, scale, out.data(), scores.data());
     auto at = [&](const std::vector<float>& cache, int p, int kv_head) {
-      return &cache[((static_cast<size_t>(block_table[p / block_size]) * block_size + p % block_size) * kv_heads +
-                     kv_head) * d];
+      const size_t block = block_table[p / block_size];  // head-major: [block, kv head, slot, d]
+      return &cache[((block * kv_heads + kv_head) * block_size + p % block_size) * d];
     };
     for (int h = 0; h < heads; ++h) {
       const int kv_head = h / (heads / kv_heads);

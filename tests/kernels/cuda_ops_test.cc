@@ -3,6 +3,7 @@
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <random>
@@ -241,9 +242,24 @@ TEST(CudaOps, TheDecodeGemmRuleIsTheSameOnEveryChoiceAndValidUpToTheStepLimit) {
   EXPECT_FALSE((*first)->Run(dw.get(), dx.get(), nullptr, limit + 1, nullptr).ok());
 }
 
-// Paged attention against cpu::AttendOneToken over the same cache and block tables: contexts
-// from 1 position to several partitions, GQA (8 heads over 2 KV heads), a prefill chunk and decode
-// tokens in one step. The partitions' softmax is combined in another order than the CPU's single
+// The CUDA cache's [num_blocks, block_size, kv_heads, head_dim] as the CPU keeps it: head-major
+// blocks, [num_blocks, kv_heads, block_size, head_dim] (cpu::KvLayerView).
+std::vector<float> HeadMajorBlocks(const std::vector<float>& cache, int block_size, int kv_heads,
+                                   int head_dim) {
+  std::vector<float> out(cache.size());
+  const size_t rows = cache.size() / head_dim;  // [num_blocks, block_size, kv_heads]
+  for (size_t row = 0; row < rows; ++row) {
+    const size_t kv_head = row % kv_heads, slot = row / kv_heads % block_size;
+    const size_t block = row / kv_heads / block_size;
+    const size_t to = (block * kv_heads + kv_head) * block_size + slot;
+    std::copy_n(&cache[row * head_dim], head_dim, &out[to * head_dim]);
+  }
+  return out;
+}
+
+// Paged attention against cpu::AttendOneToken over the same cache (in the CPU's layout) and block
+// tables: contexts from 1 position to several partitions, GQA (8 heads over 2 KV heads), a prefill
+// chunk and decode tokens in one step. The partitions' softmax is combined in another order than the CPU's single
 // pass: agreement to 2e-5 of the values' scale (1.0).
 TEST(CudaOps, PagedAttentionMatchesTheCpuForDecodeAndPrefill) {
   SKIP_WITHOUT_GPU();
@@ -269,7 +285,9 @@ TEST(CudaOps, PagedAttentionMatchesTheCpuForDecodeAndPrefill) {
   const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
 
   std::vector<float> want(q.size()), scores(static_cast<size_t>(cpu::kMaxHeadsPerPass) * 777);  // heads a pass × length
-  const cpu::KvLayerView view{keys.data(), values.data(), block_size, kv_heads, head_dim};
+  const std::vector<float> cpu_keys = HeadMajorBlocks(keys, block_size, kv_heads, head_dim);
+  const std::vector<float> cpu_values = HeadMajorBlocks(values, block_size, kv_heads, head_dim);
+  const cpu::KvLayerView view{cpu_keys.data(), cpu_values.data(), block_size, kv_heads, head_dim};
   for (int t = 0; t < tokens; ++t) {
     cpu::AttendOneToken(&q[t * q_width], heads, view, &tables[token_sequence[t] * width], positions[t] + 1, scale,
                         &want[t * q_width], scores.data());
