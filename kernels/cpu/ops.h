@@ -44,7 +44,7 @@ void ApplyRope(float* x, int heads, int head_dim, const float* cos, const float*
 // One layer's paged KV cache of one rank, as attention reads it. Head-major within a block: a KV
 // head's rows for the block's positions lie together (block_size × head_dim floats), so the
 // attention of one KV head reads them as one run instead of one row in every kv_heads (decode
-// attention 1.25-1.35x faster at batch 8, 32-2048 positions: docs/PERFORMANCE.md).
+// attention 1.27-1.51x faster at 512-2048 positions, 1.03-1.08x at 32: docs/PERFORMANCE.md).
 struct KvLayerView {
   const float* keys = nullptr;    // [num_blocks, kv_heads, block_size, head_dim]
   const float* values = nullptr;  // [num_blocks, kv_heads, block_size, head_dim]

@@ -259,8 +259,8 @@ std::vector<float> HeadMajorBlocks(const std::vector<float>& cache, int block_si
 
 // Paged attention against cpu::AttendOneToken over the same cache (in the CPU's layout) and block
 // tables: contexts from 1 position to several partitions, GQA (8 heads over 2 KV heads), a prefill
-// chunk and decode tokens in one step. The partitions' softmax is combined in another order than the CPU's single
-// pass: agreement to 2e-5 of the values' scale (1.0).
+// chunk and decode tokens in one step. The partitions' softmax is combined in another order than
+// the CPU's single pass: agreement to 2e-5 of the values' scale (1.0).
 TEST(CudaOps, PagedAttentionMatchesTheCpuForDecodeAndPrefill) {
   SKIP_WITHOUT_GPU();
   const int heads = 8, kv_heads = 2, head_dim = 128, block_size = 16, num_blocks = 80;
