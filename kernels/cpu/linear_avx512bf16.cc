@@ -135,13 +135,15 @@ constexpr int kOwnBlocks = -1;
 // [pair_begin, pair_end) of `pairs`. sums: kSumsPerToken floats per token, read at the start unless
 // pair_begin is 0 and written at the end unless pair_end is `pairs`; after the last pair, block
 // b's output o of token t goes to out[t * out_stride + 16 b + o]. With kEveryLine, prefetch_block
-// says which of the pass's lines to prefetch (kOwnBlocks, or one block's).
+// says which of the pass's lines to prefetch (kOwnBlocks, or one block's), and from_memory whether
+// the pass is the first over these pairs, the one that also prefetches the page starts further
+// ahead (stream_prefetch.h, kEveryLinePageStartsBytes).
 template <int n, int kBlocks, StreamPrefetch kPrefetch>
 TPSERVE_TARGET_AVX512BF16 void GroupPassAvx512Bf16(const uint16_t* group, int first_block,
                                                    int pair_begin, int pair_end, int pairs,
                                                    const uint16_t* const* x, float* sums,
                                                    float* out, size_t out_stride,
-                                                   int prefetch_block) {
+                                                   int prefetch_block, bool from_memory) {
   const __m512i outputs_0_to_7 = _mm512_set_epi32(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0);
   const __m512i outputs_8_to_15 =
       _mm512_set_epi32(15, 15, 14, 14, 13, 13, 12, 12, 11, 11, 10, 10, 9, 9, 8, 8);
@@ -159,6 +161,9 @@ TPSERVE_TARGET_AVX512BF16 void GroupPassAvx512Bf16(const uint16_t* group, int fi
     const uint16_t* lines = group + 2 * kPairGroupRows * static_cast<size_t>(p);
     if constexpr (kPrefetch == StreamPrefetch::kPageStarts) {
       PrefetchPageStartsAhead(lines, 2 * kPairGroupRows * sizeof(uint16_t));  // the pair's two lines
+    } else if (from_memory) {
+      PrefetchPageStartsAhead(lines, 2 * kPairGroupRows * sizeof(uint16_t),
+                              kEveryLinePageStartsBytes);
     }
     __m512bh w[kVectors];
 #pragma GCC unroll 2
@@ -205,7 +210,7 @@ TPSERVE_TARGET_AVX512BF16 void GroupPassAvx512Bf16(const uint16_t* group, int fi
 }
 
 using GroupPassFn = void (*)(const uint16_t*, int, int, int, int, const uint16_t* const*, float*,
-                             float*, size_t, int);
+                             float*, size_t, int, bool);
 constexpr auto kEvery = StreamPrefetch::kEveryLine;
 constexpr GroupPassFn kBothBlocksPageStarts[kPageStartsTokens + 1] = {
     nullptr, GroupPassAvx512Bf16<1, 2, StreamPrefetch::kPageStarts>,
@@ -315,11 +320,13 @@ void GroupRowsAvx512Bf16(const uint16_t* w, int in, const uint16_t* x, int token
         float* token_y = y + static_cast<size_t>(t0) * y_stride + row;
         if (n <= kBothBlocksTokens) {
           both_blocks[n](group, 0, p0, p1, pairs, rows, token_sums, token_y, y_stride,
-                         prefetch_of(pass++));
+                         prefetch_of(pass), pass == 0);
+          ++pass;
         } else {
           for (int block = 0; block < 2; ++block) {
             kOneBlock[n](group, block, p0, p1, pairs, rows, token_sums, token_y, y_stride,
-                         prefetch_of(pass++));
+                         prefetch_of(pass), pass == 0);
+            ++pass;
           }
         }
       }

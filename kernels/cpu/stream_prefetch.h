@@ -8,9 +8,13 @@
 //   90% of a plain read with every line prefetched, at 108-111% with the page starts alone, and a
 //   plain read with them at 1.16-1.52x one without (4 KiB to 32 KiB ahead all alike; every other
 //   line, or one or four lines a page, slower: docs/PERFORMANCE.md).
-// - kEveryLine, for weights that several passes (or tokens) read from cache: every line. There
-//   the hardware prefetcher sees the passes' cache hits, not a stream, and with page starts alone
-//   batch 8 ran 1.6-1.8x slower.
+// - kEveryLine, for weights that several passes (or tokens) read from cache: every line, and the
+//   page starts kEveryLinePageStartsBytes ahead. There the hardware prefetcher sees the passes'
+//   cache hits, not a stream (with page starts alone batch 8 ran 1.6-1.8x slower), and one core
+//   fetched 26-29 GB/s with the lines alone; the page starts further ahead restart the hardware
+//   prefetcher ahead of the lines. bench-decode on an AMD EPYC (Zen 5), against the lines alone:
+//   batch 2-8 1.09-1.31x with the AVX2 and AVX-512 row kernels, batch 4 1.30x with AVX-512 BF16
+//   (its batch 8, compute-bound, and every batch 1 unchanged; docs/PERFORMANCE.md, session 27).
 #pragma once
 
 #include <cstddef>
@@ -21,6 +25,7 @@
 namespace tpserve::cpu {
 
 constexpr size_t kStreamPrefetchBytes = 16384;
+constexpr size_t kEveryLinePageStartsBytes = 32768;
 constexpr uintptr_t kPageBytes = 4096;
 
 enum class StreamPrefetch { kPageStarts, kEveryLine };
@@ -46,11 +51,12 @@ inline void PrefetchLineAhead(const void* p) {
 }
 
 // Called once per loop iteration that reads [p, p + window) of the stream (window <= 4 KiB): if
-// the same window kStreamPrefetchBytes ahead holds the start of a page, that page's first two
-// lines are prefetched into L2.
-inline void PrefetchPageStartsAhead(const void* p, size_t window) {
+// the same window `distance` bytes ahead holds the start of a page, that page's first two lines
+// are prefetched into L2.
+inline void PrefetchPageStartsAhead(const void* p, size_t window,
+                                    size_t distance = kStreamPrefetchBytes) {
 #if defined(__x86_64__)
-  const uintptr_t ahead = reinterpret_cast<uintptr_t>(p) + kStreamPrefetchBytes;
+  const uintptr_t ahead = reinterpret_cast<uintptr_t>(p) + distance;
   const uintptr_t page = (ahead + kPageBytes - 1) & ~(kPageBytes - 1);
   if (page < ahead + window) {
     PrefetchT1(reinterpret_cast<const char*>(page));
@@ -59,6 +65,7 @@ inline void PrefetchPageStartsAhead(const void* p, size_t window) {
 #else
   (void)p;
   (void)window;
+  (void)distance;
 #endif
 }
 
@@ -69,6 +76,7 @@ inline void PrefetchAhead(const void* p, size_t window, StreamPrefetch pattern) 
     PrefetchPageStartsAhead(p, window);
   } else {
     for (size_t line = 0; line < window; line += 64) PrefetchLineAhead(static_cast<const char*>(p) + line);
+    PrefetchPageStartsAhead(p, window, kEveryLinePageStartsBytes);
   }
 }
 
