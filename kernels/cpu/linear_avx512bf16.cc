@@ -121,11 +121,13 @@ constexpr int kBothBlocksTokens = 4;
 constexpr int kOneBlockTokens = 8;
 constexpr int kChunkedTokens = 32;
 constexpr int kChunkPairs = 128;
-// Up to three tokens, the one pass over each group streams the weights as fast as memory gives
-// them and takes the page-start prefetch; at four the pass is slow enough that every line's
-// prefetch did better (LM head against the every-line pass: one token 1.2-1.5x, two 1.1-1.3x,
-// three 0.94-1.16x, four 0.9-0.98x; stream_prefetch.h, docs/PERFORMANCE.md).
-constexpr int kPageStartsTokens = 3;
+// One token's pass over each group streams the weights as fast as memory gives them and takes the
+// page-start prefetch alone; more tokens take every line with the page starts further ahead
+// (stream_prefetch.h). Against every line alone, page starts alone ran one token 1.2-1.5x, two
+// 1.1-1.3x, three 0.94-1.16x, four 0.9-0.98x; against every line with the page starts, two and
+// three tokens ran 1.03-1.22x and 1.14-1.25x slower with page starts alone (bench_linear,
+// docs/PERFORMANCE.md, session 27).
+constexpr int kPageStartsTokens = 1;
 constexpr int kSumsPerToken = 2 * 2 * 16;  // [2 blocks][outputs 0-7, 8-15][16 lanes]
 // A pass's every-line prefetch (GroupPassAvx512Bf16's prefetch_block): its own blocks' lines, or
 // block 0's or block 1's only.
@@ -213,9 +215,7 @@ using GroupPassFn = void (*)(const uint16_t*, int, int, int, int, const uint16_t
                              float*, size_t, int, bool);
 constexpr auto kEvery = StreamPrefetch::kEveryLine;
 constexpr GroupPassFn kBothBlocksPageStarts[kPageStartsTokens + 1] = {
-    nullptr, GroupPassAvx512Bf16<1, 2, StreamPrefetch::kPageStarts>,
-    GroupPassAvx512Bf16<2, 2, StreamPrefetch::kPageStarts>,
-    GroupPassAvx512Bf16<3, 2, StreamPrefetch::kPageStarts>};
+    nullptr, GroupPassAvx512Bf16<1, 2, StreamPrefetch::kPageStarts>};
 constexpr GroupPassFn kBothBlocks[kBothBlocksTokens + 1] = {
     nullptr, GroupPassAvx512Bf16<1, 2, kEvery>, GroupPassAvx512Bf16<2, 2, kEvery>,
     GroupPassAvx512Bf16<3, 2, kEvery>, GroupPassAvx512Bf16<4, 2, kEvery>};
@@ -296,7 +296,7 @@ void GroupRowsAvx512Bf16(const uint16_t* w, int in, const uint16_t* x, int token
   const uint16_t* rows[kOneBlockTokens];  // the pass's tokens' split activations
   // Whole groups for up to four tokens (one pass) and for more than kChunkedTokens; chunks between.
   const bool chunked = tokens > kBothBlocksTokens && tokens <= kChunkedTokens;
-  // Up to kPageStartsTokens tokens, their one pass over each group prefetches page starts.
+  // One token's pass over each group prefetches page starts alone.
   const GroupPassFn* both_blocks = tokens <= kPageStartsTokens ? kBothBlocksPageStarts : kBothBlocks;
   const int chunk_pairs = chunked ? kChunkPairs : pairs;
   // Five to eight tokens take two passes over each chunk, both over both blocks: the first
