@@ -19,8 +19,10 @@ RankKvCache::RankKvCache(int layers, int num_blocks, int block_size, int kv_head
 
 void RankKvCache::Store(int layer, int32_t block, int slot, const float* keys,
                         const float* values) {
+  const cpu::KvLayerView layout = Layer(layer);
   for (int kv_head = 0; kv_head < kv_heads_; ++kv_head) {
-    const size_t at = Offset(block, kv_head, slot), from = static_cast<size_t>(kv_head) * head_dim_;
+    const size_t at = layout.RowOffset(block, kv_head, slot),
+                 from = static_cast<size_t>(kv_head) * head_dim_;
     std::copy_n(keys + from, head_dim_, keys_[layer].data() + at);
     std::copy_n(values + from, head_dim_, values_[layer].data() + at);
   }

@@ -26,11 +26,6 @@ class RankKvCache {
   }
 
  private:
-  // Where KV head `kv_head` of position `slot` of `block` starts.
-  size_t Offset(int32_t block, int kv_head, int slot) const {
-    return ((static_cast<size_t>(block) * kv_heads_ + kv_head) * block_size_ + slot) * head_dim_;
-  }
-
   int block_size_, kv_heads_, head_dim_;
   using Buffer = std::vector<float, HugePageAllocator<float>>;
   std::vector<Buffer> keys_;    // per layer: [num_blocks, kv_heads, block_size, head_dim]

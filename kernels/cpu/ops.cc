@@ -221,9 +221,9 @@ TPSERVE_SIMD16_INLINE Float16 SumLanesOf16(const Float16 (&v)[16]) {
 class HeadRows {
  public:
   HeadRows(const float* base, const KvLayerView& kv, int kv_head, const int32_t* block_table)
-      : base_(base + static_cast<size_t>(kv_head) * kv.block_size * kv.head_dim),
-        block_floats_(static_cast<size_t>(kv.block_size) * kv.kv_heads * kv.head_dim),
-        row_stride_(static_cast<size_t>(kv.head_dim)),
+      : base_(base + kv.RowOffset(0, kv_head, 0)),
+        block_floats_(kv.RowOffset(1, 0, 0)),
+        row_stride_(kv.RowOffset(0, 0, 1)),
         block_size_(kv.block_size),
         block_table_(block_table) {}
   // The next position's row.

@@ -3,6 +3,7 @@
 // shapes and the token's own context length, never on the batch (see linear.h).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -51,6 +52,12 @@ struct KvLayerView {
   int block_size = 0;
   int kv_heads = 0;
   int head_dim = 0;
+
+  // Where KV head `kv_head`'s row for position `slot` of block `block` starts, in floats: the one
+  // place the layout is written down (the cache writes and attention reads through it).
+  size_t RowOffset(int32_t block, int kv_head, int slot) const {
+    return ((static_cast<size_t>(block) * kv_heads + kv_head) * block_size + slot) * head_dim;
+  }
 };
 
 // Causal attention of one query token over positions [0, length) of its sequence:
