@@ -1,6 +1,7 @@
 #include "engine/cpu/decoder.h"
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -87,7 +88,31 @@ Decoder::Decoder(const ModelConfig& config, RankWeights weights, RankKvCache* kv
       comm_(comm),
       pool_(pool),
       options_(options),
-      rope_inv_freq_(cpu::RopeInverseFrequencies(RopeParamsFor(config))) {}
+      rope_inv_freq_(cpu::RopeInverseFrequencies(RopeParamsFor(config))) {
+  PlaceLayerProjections();
+}
+
+namespace {
+constexpr int kProjectionsPerLayer = 4;  // qkv, o, gate/up, down: the order a layer calls them
+std::array<HostTensor*, kProjectionsPerLayer> Projections(LayerWeights& w) {
+  return {&w.wqkv, &w.wo, &w.w_gate_up, &w.w_down};
+}
+}  // namespace
+
+void Decoder::PlaceLayerProjections() {
+  std::vector<cpu::MemberPlacement::Matrix> matrices;
+  std::vector<HostTensor*> tensors;
+  for (LayerWeights& layer : weights_.layers) {
+    for (HostTensor* t : Projections(layer)) {
+      const int out = static_cast<int>(t->shape[0]), in = static_cast<int>(t->shape[1]);
+      matrices.push_back({Bf16(*t), out, in, weights_.layout(in)});
+      tensors.push_back(t);
+    }
+  }
+  placement_ = cpu::MemberPlacement(matrices, pool_ != nullptr ? pool_->size() : 1, [&](size_t i) {
+    std::vector<std::byte, HugePageAllocator<std::byte>>().swap(tensors[i]->bytes);  // freed
+  });
+}
 
 void Decoder::Embed(const Batch& batch, float* x) {
   const RankShape& s = weights_.shape;
@@ -180,11 +205,13 @@ Status Decoder::Forward(const StepPlan& plan, std::vector<float>* logits, RankTr
   for (int t = 0; t < T; ++t) {
     cpu::RopeAngles(rope_inv_freq_, batch.positions[t], &cos[t * half], &sin[t * half]);
   }
-  auto linear = [&](const float* in, const HostTensor& w, const HostTensor& bias, float* out,
+  // Layer `layer`'s projection (0..3: qkv, o, gate/up, down), placed per pool member.
+  auto linear = [&](int layer, int projection, const float* in, const HostTensor& bias, float* out,
                     int in_features, int out_features) {
-    cpu::Linear({in, Bf16(w), F32(bias), out, T, in_features, out_features,
-                 weights_.layout(in_features)},
-                pool_, weights_.kernel);
+    cpu::LinearArgs args{in, nullptr,     F32(bias),    out,
+                         T,  in_features, out_features, weights_.layout(in_features)};
+    args.placed = &placement_.rows(static_cast<size_t>(layer) * kProjectionsPerLayer + projection);
+    cpu::Linear(args, pool_, weights_.kernel);
   };
   auto norm_rows = [&](const float* in, const HostTensor& weight, float* out) {
     for (int t = 0; t < T; ++t) cpu::RmsNorm(in + t * h, F32(weight), out + t * h, h, eps);
@@ -209,7 +236,7 @@ Status Decoder::Forward(const StepPlan& plan, std::vector<float>* logits, RankTr
     timer.Run(OpKind::kAttnNorm, layer, 0, [&] { return norm_rows(x.data(), w.attn_norm, normed.data()); });
     timer.Run(OpKind::kQkvProj, layer, 0, [&] {
       const int width = q_width + 2 * kv_width;
-      linear(normed.data(), w.wqkv, w.bqkv, qkv.data(), h, width);
+      linear(layer, 0, normed.data(), w.bqkv, qkv.data(), h, width);
       for (int t = 0; t < T; ++t) {  // [T, q | k | v] -> q, k, v
         const float* row = &qkv[t * width];
         std::copy_n(row, q_width, &q[t * q_width]);
@@ -233,14 +260,15 @@ Status Decoder::Forward(const StepPlan& plan, std::vector<float>* logits, RankTr
       }
     });
     timer.Run(OpKind::kAttention, layer, 0, [&] { Attention(batch, layer, q.data(), attn.data()); });
-    timer.Run(OpKind::kOProj, layer, 0, [&] { return linear(attn.data(), w.wo, HostTensor{}, proj.data(), q_width, h); });
+    timer.Run(OpKind::kOProj, layer, 0,
+              [&] { return linear(layer, 1, attn.data(), HostTensor{}, proj.data(), q_width, h); });
     if (s.tp > 1) RETURN_IF_ERROR(all_reduce(OpKind::kAllReduceAttn, layer, proj.data()));
     cpu::AddInPlace(x.data(), proj.data(), T * h);
 
     // MLP block.
     timer.Run(OpKind::kMlpNorm, layer, 0, [&] { return norm_rows(x.data(), w.mlp_norm, normed.data()); });
     timer.Run(OpKind::kGateUpProj, layer, 0, [&] {
-      return linear(normed.data(), w.w_gate_up, HostTensor{}, gate_up.data(), h, 2 * s.ffn);
+      return linear(layer, 2, normed.data(), HostTensor{}, gate_up.data(), h, 2 * s.ffn);
     });
     timer.Run(OpKind::kSiluMul, layer, 0, [&] {
       // Element-wise, so split among the rank's threads by element: the same arithmetic per element.
@@ -253,7 +281,8 @@ Status Decoder::Forward(const StepPlan& plan, std::vector<float>* logits, RankTr
         }
       });
     });
-    timer.Run(OpKind::kDownProj, layer, 0, [&] { return linear(act.data(), w.w_down, HostTensor{}, proj.data(), s.ffn, h); });
+    timer.Run(OpKind::kDownProj, layer, 0,
+              [&] { return linear(layer, 3, act.data(), HostTensor{}, proj.data(), s.ffn, h); });
     if (s.tp > 1 && layer != options_.skip_mlp_allreduce_layer) {
       RETURN_IF_ERROR(all_reduce(OpKind::kAllReduceMlp, layer, proj.data()));
     }

@@ -7,14 +7,15 @@
 #include <vector>
 
 #include "comm/communicator.h"
-#include "kernels/cpu/ops.h"
-#include "kernels/cpu/thread_pool.h"
 #include "engine/step/fault_injection.h"
 #include "engine/step/kv_cache.h"
-#include "model/model_config.h"
 #include "engine/step/rank_decoder.h"
 #include "engine/step/rank_weights.h"
 #include "engine/step/step_plan.h"
+#include "kernels/cpu/member_placement.h"
+#include "kernels/cpu/ops.h"
+#include "kernels/cpu/thread_pool.h"
+#include "model/model_config.h"
 
 namespace tpserve {
 
@@ -52,12 +53,18 @@ class Decoder final : public RankDecoder {
   struct Batch;  // the plan flattened to tokens
   void Embed(const Batch& batch, float* x);
   void Attention(const Batch& batch, int layer, const float* q, float* out);
+  // Moves the layers' projections into placement_, for pool_'s members in call order.
+  void PlaceLayerProjections();
 
   const ModelConfig& config_;
   RankWeights weights_;
   RankKvCache* kv_cache_;
   Communicator* comm_;
   cpu::ThreadPool* pool_;
+  // The layers' projections, each pool member's rows of them in call order (kernels/cpu/
+  // member_placement.h): matrix 4 l + k is layer l's qkv, o, gate/up, down (k = 0..3). The
+  // LayerWeights keep their shapes, not their bytes.
+  cpu::MemberPlacement placement_;
   DecoderOptions options_;
   std::vector<double> rope_inv_freq_;
   int64_t forwards_ = 0;

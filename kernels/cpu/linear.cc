@@ -116,7 +116,7 @@ const DotTable& Table(bool avx512) {
 void AddBias(const LinearArgs& a, size_t row_begin, size_t row_end) {
   if (a.bias == nullptr) return;
   for (int t = 0; t < a.tokens; ++t) {
-    float* y = a.y + static_cast<size_t>(t) * a.out;
+    float* y = a.y + static_cast<size_t>(t) * a.YStride();
     for (size_t r = row_begin; r < row_end; ++r) y[r] += a.bias[r];
   }
 }
@@ -138,8 +138,8 @@ void DotRows(const LinearArgs& a, const Act* activations, size_t row_stride, con
       const int n = std::min(kTokenTile, a.tokens - t0);
       const Act* x[kTokenTile];
       for (int t = 0; t < n; ++t) x[t] = activations + static_cast<size_t>(t0 + t) * row_stride;
-      float* y = a.y + static_cast<size_t>(t0) * a.out + block;
-      table.fn[n](a.w + block * a.in, rows, x, a.in, y, static_cast<size_t>(a.out), prefetch);
+      float* y = a.y + static_cast<size_t>(t0) * a.YStride() + block;
+      table.fn[n](a.w + block * a.in, rows, x, a.in, y, a.YStride(), prefetch);
     }
     AddBias(a, block, block + rows);
   }
@@ -214,7 +214,7 @@ void LinearAvx512Bf16(const LinearArgs& a, ThreadPool* pool) {
         const size_t grouped_end = std::min(end, grouped_rows);
         if (begin < grouped_end) {
           dot::GroupRowsAvx512Bf16(a.w, a.in, as_pairs, a.tokens, begin, grouped_end, a.y,
-                                   static_cast<size_t>(a.out));
+                                   a.YStride());
           AddBias(a, begin, grouped_end);
         }
         const size_t row_major_begin = std::max(begin, grouped_rows);
@@ -334,6 +334,31 @@ void ReadWeightRow(const uint16_t* w, int out, int in, WeightLayout layout, int 
 }
 
 void Linear(const LinearArgs& a, ThreadPool* pool, LinearKernel kernel) {
+  if (a.placed != nullptr) {
+    // Each member's rows as a Linear of their own on that member's thread: the same rows in the
+    // same layout (pieces start on whole units), so every output is what the whole matrix gives.
+    const MemberRows& placed = *a.placed;
+    auto members = [&](size_t begin, size_t end) {
+      for (size_t m = begin; m < end; ++m) {
+        const size_t first = placed.row_begin[m], rows = placed.row_begin[m + 1] - first;
+        if (rows == 0) continue;
+        LinearArgs piece = a;
+        piece.w = placed.rows[m];
+        piece.bias = a.bias != nullptr ? a.bias + first : nullptr;
+        piece.y = a.y + first;
+        piece.out = static_cast<int>(rows);
+        piece.placed = nullptr;
+        piece.y_stride = a.YStride();
+        Linear(piece, nullptr, kernel);
+      }
+    };
+    if (pool == nullptr) {
+      members(0, placed.rows.size());
+    } else {
+      pool->ParallelFor(placed.rows.size(), 1, members);
+    }
+    return;
+  }
   const bool layout_fits = a.layout == WeightLayout::kRowMajor ||
                            (a.layout == WeightLayout::kAmxTiles && kernel == LinearKernel::kAmx) ||
                            (a.layout == WeightLayout::kPairGroups && kernel == LinearKernel::kAvx512Bf16);

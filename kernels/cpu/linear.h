@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
+#include <vector>
 
 #include "common/status.h"
 
@@ -29,15 +30,30 @@ class ThreadPool;
 //   sums in flight at once (linear_avx512bf16.cc).
 enum class WeightLayout { kRowMajor, kAmxTiles, kPairGroups };
 
+// A matrix placed for a thread pool (member_placement.h): member m's rows
+// [row_begin[m], row_begin[m + 1]) at rows[m], each piece a multiple of the layout's unit from
+// row 0 (in `layout`, as the whole matrix would be).
+struct MemberRows {
+  std::vector<size_t> row_begin;      // [members + 1], row_begin[0] = 0, the last = out
+  std::vector<const uint16_t*> rows;  // [members]
+};
+
 struct LinearArgs {
   const float* x = nullptr;       // [tokens, in]
-  const uint16_t* w = nullptr;    // [out, in] bf16, in `layout`
+  const uint16_t* w = nullptr;    // [out, in] bf16, in `layout` (unused when `placed` is set)
   const float* bias = nullptr;    // [out] or nullptr
-  float* y = nullptr;             // [tokens, out]
+  float* y = nullptr;             // [tokens, y_stride]: row t's outputs at y + t * YStride()
   int tokens = 0;
   int in = 0;
   int out = 0;
   WeightLayout layout = WeightLayout::kRowMajor;
+  // The weights' rows placed per pool member instead of `w`: member m of the pool computes the
+  // outputs of its own rows (one ParallelFor item a member), so each thread reads its rows of
+  // consecutive matrices from one stream of memory.
+  const MemberRows* placed = nullptr;
+  size_t y_stride = 0;  // floats between tokens' rows of y; 0: out
+
+  size_t YStride() const { return y_stride != 0 ? y_stride : static_cast<size_t>(out); }
 };
 
 // The instruction sets Linear can run on. Each is deterministic and batch

@@ -183,7 +183,7 @@ TPSERVE_TARGET_AMX void LinearRowsAmx(const LinearArgs& a, const PackedActivatio
               __m512 dot = _mm512_add_ps(_mm512_load_ps(c[g][r] + i * 16),
                                          _mm512_load_ps(c[g][r] + (i + kTokensPerGroup) * 16));
               if (a.bias) dot = _mm512_add_ps(dot, bias);
-              _mm512_storeu_ps(a.y + static_cast<size_t>(t) * a.out + o, dot);
+              _mm512_storeu_ps(a.y + static_cast<size_t>(t) * a.YStride() + o, dot);
             }
           }
         }

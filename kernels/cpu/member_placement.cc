@@ -1,0 +1,50 @@
+#include "kernels/cpu/member_placement.h"
+
+#include <algorithm>
+
+namespace tpserve::cpu {
+
+std::vector<size_t> SplitRows(int out, size_t unit, int members) {
+  const size_t units = (static_cast<size_t>(out) + unit - 1) / unit;
+  const size_t per = units / members, extra = units % members;
+  std::vector<size_t> row_begin(members + 1);
+  for (int m = 0; m <= members; ++m) {
+    const size_t first = m * per + std::min<size_t>(m, extra);
+    row_begin[m] = std::min(static_cast<size_t>(out), first * unit);
+  }
+  return row_begin;
+}
+
+MemberPlacement::MemberPlacement(std::span<const Matrix> matrices, int members,
+                                 const std::function<void(size_t)>& copied) {
+  members = std::max(members, 1);
+  rows_.resize(matrices.size());
+  std::vector<size_t> elements(members, 0);
+  for (size_t i = 0; i < matrices.size(); ++i) {
+    const Matrix& matrix = matrices[i];
+    // Pieces begin on whole units, so that a piece in the matrix's layout is laid out as the same
+    // rows of the whole matrix are (linear.h: tiled units of 16 or 32 rows from row 0).
+    const size_t unit = matrix.layout == WeightLayout::kRowMajor ? 16 : 32;
+    rows_[i].row_begin = SplitRows(matrix.out, unit, members);
+    for (int m = 0; m < members; ++m) {
+      elements[m] += (rows_[i].row_begin[m + 1] - rows_[i].row_begin[m]) * matrix.in;
+    }
+  }
+  arenas_.resize(members);
+  for (int m = 0; m < members; ++m) arenas_[m].resize(elements[m]);
+  std::vector<size_t> offset(members, 0);
+  for (size_t i = 0; i < matrices.size(); ++i) {
+    const Matrix& matrix = matrices[i];
+    rows_[i].rows.resize(members);
+    for (int m = 0; m < members; ++m) {
+      const size_t begin = rows_[i].row_begin[m], end = rows_[i].row_begin[m + 1];
+      uint16_t* dst = arenas_[m].data() + offset[m];
+      std::copy(matrix.w + begin * matrix.in, matrix.w + end * matrix.in, dst);
+      rows_[i].rows[m] = dst;
+      offset[m] += (end - begin) * matrix.in;
+    }
+    if (copied) copied(i);
+  }
+}
+
+}  // namespace tpserve::cpu
