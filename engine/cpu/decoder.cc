@@ -54,6 +54,11 @@ class OpTimer {
 const uint16_t* Bf16(const HostTensor& t) { return t.view<uint16_t>().data(); }
 const float* F32(const HostTensor& t) { return t.bytes.empty() ? nullptr : t.view<float>().data(); }
 
+constexpr int kProjectionsPerLayer = 4;  // qkv, o, gate/up, down: the order a layer calls them
+std::array<HostTensor*, kProjectionsPerLayer> Projections(LayerWeights& w) {
+  return {&w.wqkv, &w.wo, &w.w_gate_up, &w.w_down};
+}
+
 }  // namespace
 
 cpu::RopeParams RopeParamsFor(const ModelConfig& c) {
@@ -91,13 +96,6 @@ Decoder::Decoder(const ModelConfig& config, RankWeights weights, RankKvCache* kv
       rope_inv_freq_(cpu::RopeInverseFrequencies(RopeParamsFor(config))) {
   PlaceLayerProjections();
 }
-
-namespace {
-constexpr int kProjectionsPerLayer = 4;  // qkv, o, gate/up, down: the order a layer calls them
-std::array<HostTensor*, kProjectionsPerLayer> Projections(LayerWeights& w) {
-  return {&w.wqkv, &w.wo, &w.w_gate_up, &w.w_down};
-}
-}  // namespace
 
 void Decoder::PlaceLayerProjections() {
   std::vector<cpu::MemberPlacement::Matrix> matrices;
@@ -208,9 +206,15 @@ Status Decoder::Forward(const StepPlan& plan, std::vector<float>* logits, RankTr
   // Layer `layer`'s projection (0..3: qkv, o, gate/up, down), placed per pool member.
   auto linear = [&](int layer, int projection, const float* in, const HostTensor& bias, float* out,
                     int in_features, int out_features) {
-    cpu::LinearArgs args{in, nullptr,     F32(bias),    out,
-                         T,  in_features, out_features, weights_.layout(in_features)};
-    args.placed = &placement_.rows(static_cast<size_t>(layer) * kProjectionsPerLayer + projection);
+    const cpu::LinearArgs args{
+        .x = in,
+        .bias = F32(bias),
+        .y = out,
+        .tokens = T,
+        .in = in_features,
+        .out = out_features,
+        .layout = weights_.layout(in_features),
+        .placed = &placement_.rows(static_cast<size_t>(layer) * kProjectionsPerLayer + projection)};
     cpu::Linear(args, pool_, weights_.kernel);
   };
   auto norm_rows = [&](const float* in, const HostTensor& weight, float* out) {
