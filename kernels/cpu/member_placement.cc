@@ -30,18 +30,18 @@ MemberPlacement::MemberPlacement(std::span<const Matrix> matrices, int members,
       elements[m] += (rows_[i].row_begin[m + 1] - rows_[i].row_begin[m]) * matrix.in;
     }
   }
+  // Reserved, then appended to: a page is touched only when its rows are copied (resizing would
+  // zero every page first and hold two copies of the weights until the end).
   arenas_.resize(members);
-  for (int m = 0; m < members; ++m) arenas_[m].resize(elements[m]);
-  std::vector<size_t> offset(members, 0);
+  for (int m = 0; m < members; ++m) arenas_[m].reserve(elements[m]);
   for (size_t i = 0; i < matrices.size(); ++i) {
     const Matrix& matrix = matrices[i];
     rows_[i].rows.resize(members);
     for (int m = 0; m < members; ++m) {
       const size_t begin = rows_[i].row_begin[m], end = rows_[i].row_begin[m + 1];
-      uint16_t* dst = arenas_[m].data() + offset[m];
-      std::copy(matrix.w + begin * matrix.in, matrix.w + end * matrix.in, dst);
-      rows_[i].rows[m] = dst;
-      offset[m] += (end - begin) * matrix.in;
+      const size_t at = arenas_[m].size();  // within the reservation: no reallocation moves it
+      arenas_[m].insert(arenas_[m].end(), matrix.w + begin * matrix.in, matrix.w + end * matrix.in);
+      rows_[i].rows[m] = arenas_[m].data() + at;
     }
     if (copied) copied(i);
   }
