@@ -1,5 +1,7 @@
 #include "engine/cpu/decoder.h"
 
+#include <malloc.h>
+
 #include <algorithm>
 #include <array>
 #include <chrono>
@@ -108,7 +110,10 @@ void Decoder::PlaceLayerProjections() {
     }
   }
   placement_ = cpu::MemberPlacement(matrices, pool_ != nullptr ? pool_->size() : 1, [&](size_t i) {
-    std::vector<std::byte, HugePageAllocator<std::byte>>().swap(tensors[i]->bytes);  // freed
+    std::vector<std::byte, HugePageAllocator<std::byte>>().swap(tensors[i]->bytes);
+    // Back to the system now: glibc keeps freed heap pages (its mmap threshold has risen past
+    // these sizes), and the placement would then peak at two copies of the weights.
+    malloc_trim(0);
   });
 }
 
