@@ -2,16 +2,13 @@
 
 #include <algorithm>
 
+#include "kernels/cpu/thread_pool.h"
+
 namespace tpserve::cpu {
 
 std::vector<size_t> SplitRows(int out, size_t unit, int members) {
-  const size_t units = (static_cast<size_t>(out) + unit - 1) / unit;
-  const size_t per = units / members, extra = units % members;
-  std::vector<size_t> row_begin(members + 1);
-  for (int m = 0; m <= members; ++m) {
-    const size_t first = m * per + std::min<size_t>(m, extra);
-    row_begin[m] = std::min(static_cast<size_t>(out), first * unit);
-  }
+  std::vector<size_t> row_begin(members + 1, static_cast<size_t>(out));
+  for (int m = 0; m < members; ++m) row_begin[m] = ThreadPool::Piece(out, unit, members, m).first;
   return row_begin;
 }
 

@@ -45,7 +45,7 @@ class MemberPlacement {
 };
 
 // The rows [row_begin[m], row_begin[m + 1]) of each of `members` pieces of `out` rows in units of
-// `unit` rows (the last unit may be partial): the first out / unit % members pieces one unit more.
+// `unit` rows: ThreadPool::Piece's split (the last unit may be partial).
 std::vector<size_t> SplitRows(int out, size_t unit, int members);
 
 }  // namespace tpserve::cpu

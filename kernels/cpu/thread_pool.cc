@@ -9,17 +9,14 @@
 #endif
 
 namespace tpserve::cpu {
-namespace {
 
-std::pair<size_t, size_t> Piece(size_t n, size_t grain, int members, int index) {
+std::pair<size_t, size_t> ThreadPool::Piece(size_t n, size_t grain, int members, int index) {
   const size_t units = (n + grain - 1) / grain;
   const size_t per = units / members, extra = units % members;
   const size_t first = index * per + std::min<size_t>(index, extra);
   const size_t count = per + (static_cast<size_t>(index) < extra ? 1 : 0);
   return {std::min(n, first * grain), std::min(n, (first + count) * grain)};
 }
-
-}  // namespace
 
 ThreadPool::ThreadPool(int threads, int spin_iterations) : spin_iterations_(spin_iterations) {
   for (int i = 1; i < std::max(threads, 1); ++i) {

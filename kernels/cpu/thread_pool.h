@@ -8,6 +8,7 @@
 #include <functional>
 #include <mutex>
 #include <thread>
+#include <utility>
 #include <vector>
 
 namespace tpserve::cpu {
@@ -26,6 +27,10 @@ class ThreadPool {
   // Calls fn(begin, end) on disjoint contiguous pieces covering [0, n), one per member, and
   // returns when all are done. Pieces are multiples of `grain` (but the last).
   void ParallelFor(size_t n, size_t grain, const std::function<void(size_t, size_t)>& fn);
+
+  // The piece [begin, end) of [0, n) that ParallelFor gives member `index` of `members`: whole
+  // grains (the last may be partial), the first ceil(n / grain) % members members one grain more.
+  static std::pair<size_t, size_t> Piece(size_t n, size_t grain, int members, int index);
 
  private:
   void WorkerLoop(int index);
