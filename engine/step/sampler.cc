@@ -1,13 +1,14 @@
 #include "engine/step/sampler.h"
 
-#include "common/splitmix64.h"
-#include "kernels/cpu/cpu_features.h"
-#include "kernels/cpu/simd16.h"
-
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <numeric>
+
+#include "common/splitmix64.h"
+#include "engine/step/softmax_weights.h"
+#include "kernels/cpu/cpu_features.h"
+#include "kernels/cpu/simd16.h"
 
 namespace tpserve {
 
@@ -141,83 +142,65 @@ int32_t GreedyId(std::span<const float> logits, const std::vector<bool>& banned)
 }
 
 // One draw from softmax(logits / temperature) restricted by top-k and top-p, at `uniform` in
-// [0, 1). `banned` is empty or has one flag per vocabulary id.
-int32_t Draw(std::span<const float> logits, const SamplingParams& params, const std::vector<bool>& banned,
-             double uniform) {
-  auto banned_id = [&](int id) { return IsBanned(banned, id); };
-  const int vocab = static_cast<int>(logits.size());
-  // Candidates in descending logit order (ties: lower id first), then top-k, then top-p.
-  std::vector<int32_t> order(vocab);
-  std::iota(order.begin(), order.end(), 0);
-  order.erase(std::remove_if(order.begin(), order.end(), [&](int32_t id) { return banned_id(id); }),
-              order.end());
-  // Sorting 100k+ candidates costs milliseconds: only top-k / top-p need the order.
-  if (params.top_k > 0 || params.top_p < 1.0f) {
-    const size_t k = params.top_k > 0 ? std::min<size_t>(params.top_k, order.size()) : order.size();
-    std::partial_sort(order.begin(), order.begin() + k, order.end(), [&](int32_t a, int32_t b) {
-      return logits[a] != logits[b] ? logits[a] > logits[b] : a < b;
-    });
-    order.resize(k);
-  }
-  float max_logit = -INFINITY;  // NaN logits are skipped: std::max keeps its first argument
-  for (int32_t id : order) max_logit = std::max(max_logit, logits[id]);
-  if (!std::isfinite(max_logit)) return GreedyId(logits, banned);  // nothing finite to weigh
-  // exp((logit - max) / T) in double: the exponent is <= 0 for every finite T > 0, so no term
-  // overflows and the largest is exactly 1. (logit / T - max / T overflows float to inf - inf
-  // = NaN once T is ~1e-38.) NaN logits get probability 0.
-  const double temperature = params.temperature;
-  std::vector<double> probs(order.size());
-  double total = 0;
-  for (size_t i = 0; i < order.size(); ++i) {
-    const double exponent = (static_cast<double>(logits[order[i]]) - max_logit) / temperature;
-    probs[i] = exponent <= 0 ? std::exp(exponent) : 0.0;
-    total += probs[i];
+// [0, 1). Without top-k and top-p the ids are weighed in id order; with them, in descending logit
+// order (ties: lower id first), cut to the top k, then to the smallest prefix whose probability
+// reaches top_p. Only that prefix is ever sorted (LeadingIds). `banned` ids weigh 0.
+int32_t Draw(std::span<const float> logits, const SamplingParams& params,
+             std::span<const int32_t> banned, const std::vector<bool>& is_banned, double uniform) {
+  thread_local SoftmaxWeights weights;  // each sampling thread's own, reused row to row
+  ComputeSoftmaxWeights(logits, params.temperature, banned, &weights);
+  if (!std::isfinite(weights.max_logit))
+    return GreedyId(logits, is_banned);  // nothing finite to weigh
+  const bool top_p = params.top_p < 1.0f;
+  if (params.top_k == 0 && !top_p) return IdAtInIdOrder(weights, uniform * weights.total);
+  const std::vector<float>& w = weights.weight;
+  std::vector<int32_t> order;
+  double total = weights.total;
+  if (params.top_k > 0) {
+    order = LeadingIds(logits, weights, static_cast<size_t>(params.top_k), 0);
+    if (order.size() > static_cast<size_t>(params.top_k)) order.resize(params.top_k);
+    total = 0;
+    for (int32_t id : order) total += w[id];
+  } else {
+    order = LeadingIds(logits, weights, 1, params.top_p * weights.total);
   }
   size_t keep = order.size();
-  if (params.top_p < 1.0f) {
-    double cumulative = 0;
-    for (size_t i = 0; i < order.size(); ++i) {
-      cumulative += probs[i] / total;
-      if (cumulative >= params.top_p) {
-        keep = i + 1;  // the smallest prefix whose mass reaches top_p
-        break;
+  if (top_p) {
+    // The smallest prefix whose mass reaches top_p; where rounding left LeadingIds' prefix short of
+    // it, the search goes on over every id.
+    auto nucleus = [&]() -> size_t {
+      double cumulative = 0;
+      for (size_t i = 0; i < order.size(); ++i) {
+        cumulative += w[order[i]] / total;
+        if (cumulative >= params.top_p) return i + 1;
       }
+      return 0;
+    };
+    keep = nucleus();
+    if (keep == 0 && params.top_k == 0) {
+      order = LeadingIds(logits, weights, logits.size(), INFINITY);
+      keep = nucleus();
     }
+    if (keep == 0) keep = order.size();
   }
   double kept = 0;
-  for (size_t i = 0; i < keep; ++i) kept += probs[i];
+  for (size_t i = 0; i < keep; ++i) kept += w[order[i]];
   double u = uniform * kept;
-  // The last candidate with any mass catches rounding in the subtraction below.
-  size_t chosen = keep - 1;
-  while (chosen > 0 && probs[chosen] == 0) --chosen;
   for (size_t i = 0; i < keep; ++i) {
-    if (u < probs[i]) {
-      chosen = i;
-      break;
-    }
-    u -= probs[i];
+    if (u < w[order[i]]) return order[i];
+    u -= w[order[i]];
   }
-  return order[chosen];
+  return order[keep - 1];  // rounding carried u past the end: every id here has weight
 }
 
 }  // namespace
 
-bool ArgmaxPathAvailable(ArgmaxPath path) {
-  switch (path) {
-    case ArgmaxPath::kBest:
-    case ArgmaxPath::kPortable: return true;
-    case ArgmaxPath::kAvx2: return cpu::HasAvx2Fma();
-    case ArgmaxPath::kAvx512: return cpu::HasAvx512F();
-  }
-  return false;
-}
-
-int32_t FirstLargestLogit(std::span<const float> logits, ArgmaxPath path) {
+int32_t FirstLargestLogit(std::span<const float> logits, SimdPath path) {
 #if defined(__x86_64__)
-  if (path == ArgmaxPath::kAvx512 && cpu::HasAvx512F()) return FirstLargestAvx512(logits);
-  if (path == ArgmaxPath::kAvx2 && cpu::HasAvx2Fma()) return FirstLargestAvx2(logits);
+  if (path == SimdPath::kAvx512 && cpu::HasAvx512F()) return FirstLargestAvx512(logits);
+  if (path == SimdPath::kAvx2 && cpu::HasAvx2Fma()) return FirstLargestAvx2(logits);
 #endif
-  return path == ArgmaxPath::kBest ? FirstLargest(logits) : FirstLargestPortable(logits);
+  return path == SimdPath::kBest ? FirstLargest(logits) : FirstLargestPortable(logits);
 }
 
 SampledToken SampleToken(std::span<const float> logits, const SamplingParams& params,
@@ -239,25 +222,26 @@ SampledToken SampleToken(std::span<const float> logits, const SamplingParams& pa
   const bool greedy = !(params.temperature >= kGreedyTemperature);  // NaN too
   // [0, 1) from the top 53 bits of the sequence's output number `draw`.
   const double uniform = static_cast<double>(SplitMix64At(params.seed, draw) >> 11) * 0x1.0p-53;
-  result.id = greedy ? GreedyId(logits, is_banned) : Draw(logits, params, is_banned, uniform);
+  result.id = greedy ? GreedyId(logits, is_banned)
+                     : Draw(logits, params, is_banned.empty() ? std::span<const int32_t>{} : banned,
+                            is_banned, uniform);
   if (params.logprobs <= 0) return result;  // a full-vocabulary log-softmax costs ~0.5 ms: only on request
-  // log-softmax of the raw logits.
-  double max_logit = -INFINITY;
-  for (float l : logits) max_logit = std::max<double>(max_logit, l);
-  double sum = 0;
-  for (float l : logits) sum += std::exp(l - max_logit);
-  const double log_z = max_logit + std::log(sum);
+  // log-softmax of the raw logits: log p = logit - (max + log Σ exp(logit - max)).
+  thread_local SoftmaxWeights raw;
+  ComputeSoftmaxWeights(logits, 1.0f, {}, &raw);
+  const double log_z = std::isfinite(raw.max_logit) ? raw.max_logit + std::log(raw.total) : NAN;
   auto logprob = [&](int id) { return static_cast<float>(logits[id] - log_z); };
   result.logprob = logprob(result.id);
-  {
-    std::vector<int32_t> ids(vocab);
+  const size_t n = std::min<size_t>(params.logprobs, vocab);
+  std::vector<int32_t> ids = LeadingIds(logits, raw, n, 0);
+  if (ids.size() < n) {  // fewer ids of nonzero probability than asked for: all of them, in order
+    ids.resize(vocab);
     std::iota(ids.begin(), ids.end(), 0);
-    const size_t n = std::min<size_t>(params.logprobs, vocab);
     std::partial_sort(ids.begin(), ids.begin() + n, ids.end(), [&](int32_t a, int32_t b) {
       return logits[a] != logits[b] ? logits[a] > logits[b] : a < b;
     });
-    for (size_t i = 0; i < n; ++i) result.top.push_back({ids[i], logprob(ids[i])});
   }
+  for (size_t i = 0; i < n; ++i) result.top.push_back({ids[i], logprob(ids[i])});
   return result;
 }
 

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "engine/step/softmax_weights.h"
 
 namespace tpserve {
 
@@ -58,10 +59,7 @@ SampledToken SampleToken(std::span<const float> logits, const SamplingParams& pa
                          std::span<const int32_t> banned, uint64_t draw);
 
 // Greedy's search, for its tests: the first id of the largest logit above -inf (-1 if none), by
-// the instruction set named (kBest: what SampleToken uses on this CPU). kAvx2 and kAvx512 only
-// where the CPU has them.
-enum class ArgmaxPath { kBest, kPortable, kAvx2, kAvx512 };
-bool ArgmaxPathAvailable(ArgmaxPath path);
-int32_t FirstLargestLogit(std::span<const float> logits, ArgmaxPath path);
+// the instruction set named (kBest: what SampleToken uses on this CPU).
+int32_t FirstLargestLogit(std::span<const float> logits, SimdPath path);
 
 }  // namespace tpserve

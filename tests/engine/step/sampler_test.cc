@@ -8,6 +8,8 @@
 #include <random>
 #include <set>
 
+#include "common/splitmix64.h"
+
 namespace tpserve {
 namespace {
 
@@ -86,12 +88,12 @@ TEST(Sampler, GreedyOverALargeVocabularyPicksTheFirstLargestLogit) {
 }
 
 // Each instruction set's search against a plain scan, on the cases above without bans.
-TEST(Sampler, EveryArgmaxPathFindsTheFirstLargestLogit) {
+TEST(Sampler, EverySimdPathFindsTheFirstLargestLogit) {
   const int vocab = 4096 + 9;
   std::mt19937 random(8);
   std::normal_distribution<float> normal;
-  for (ArgmaxPath path : {ArgmaxPath::kPortable, ArgmaxPath::kAvx2, ArgmaxPath::kAvx512}) {
-    if (!ArgmaxPathAvailable(path)) {
+  for (SimdPath path : {SimdPath::kPortable, SimdPath::kAvx2, SimdPath::kAvx512}) {
+    if (!SimdPathAvailable(path)) {
       std::printf("skipped: argmax path %d needs an instruction set this CPU lacks\n", static_cast<int>(path));
       continue;
     }
@@ -225,6 +227,156 @@ TEST(Sampler, TopKAndTopPNeverPickExcludedTokens) {
   seen.clear();
   for (int i = 0; i < 3000; ++i) seen.insert(sampler.Sample(kLogits, {.temperature = 1.0f, .top_p = 0.2f}).id);
   EXPECT_EQ(seen, (std::set<int32_t>{1}));
+}
+
+// The sampler's semantics from their definition, in float64, sorting the whole vocabulary: weights
+// exp((logit - max) / T) (0 for NaN, banned, and below exp(-87)); without top-k and top-p the ids
+// in id order, else by descending logit (lower id first), cut to the top k, then to the smallest
+// prefix whose probability reaches top_p. For each candidate of the kept prefix, the interval of
+// [0, 1) where a draw's uniform picks it.
+struct ReferenceDraws {
+  std::vector<int32_t> candidates;
+  std::vector<double> upper;  // candidate i is picked for uniform in [upper[i - 1], upper[i])
+
+  explicit ReferenceDraws(const std::vector<float>& logits, const SamplingParams& params,
+                          const std::vector<int32_t>& banned = {}) {
+    const int vocab = static_cast<int>(logits.size());
+    auto excluded = [&](int id) {
+      return std::isnan(logits[id]) || std::find(banned.begin(), banned.end(), id) != banned.end();
+    };
+    double max = -INFINITY;
+    for (int id = 0; id < vocab; ++id) {
+      if (!excluded(id)) max = std::max<double>(max, logits[id]);
+    }
+    std::vector<double> weight(vocab, 0.0);
+    for (int id = 0; id < vocab; ++id) {
+      const double e = excluded(id) ? -INFINITY : (logits[id] - max) / params.temperature;
+      weight[id] = e >= -87.0 ? std::exp(e) : 0.0;
+    }
+    for (int id = 0; id < vocab; ++id) {
+      if (weight[id] > 0) candidates.push_back(id);
+    }
+    double total = 0;
+    for (int32_t id : candidates) total += weight[id];
+    if (params.top_k > 0 || params.top_p < 1.0f) {
+      std::stable_sort(candidates.begin(), candidates.end(),
+                       [&](int32_t a, int32_t b) { return logits[a] > logits[b]; });
+      if (params.top_k > 0 && candidates.size() > static_cast<size_t>(params.top_k)) {
+        candidates.resize(params.top_k);
+        total = 0;
+        for (int32_t id : candidates) total += weight[id];
+      }
+      double cumulative = 0;
+      for (size_t i = 0; i < candidates.size(); ++i) {
+        cumulative += weight[candidates[i]] / total;
+        if (cumulative >= params.top_p) {
+          candidates.resize(i + 1);
+          break;
+        }
+      }
+    }
+    double kept = 0;
+    for (int32_t id : candidates) kept += weight[id];
+    double running = 0;
+    for (int32_t id : candidates) upper.push_back((running += weight[id]) / kept);
+  }
+  // Where `id` is picked: [low, high) of the uniform, or nothing if it is not a candidate.
+  bool Interval(int32_t id, double* low, double* high) const {
+    const auto at = std::find(candidates.begin(), candidates.end(), id);
+    if (at == candidates.end()) return false;
+    const size_t i = at - candidates.begin();
+    *low = i == 0 ? 0.0 : upper[i - 1];
+    *high = upper[i];
+    return true;
+  }
+};
+
+// Draws over a Llama-3-sized vocabulary against the float64 reference above: every drawn id is one
+// the reference keeps, at the reference's place for the draw's uniform to within 1e-6 (the sampler
+// weighs in float: exp's 1e-7, sums in other orders), and nearly every draw is the reference's own.
+TEST(Sampler, LargeVocabularyDrawsMatchAFloat64Reference) {
+  const int vocab = 128256;
+  std::mt19937 random(21);
+  std::normal_distribution<float> normal(0.0f, 2.5f);
+  std::vector<float> peaked(vocab);
+  for (float& l : peaked) l = normal(random);
+  for (int i = 0; i < 20; ++i) peaked[random() % vocab] += 12.0f;
+  std::vector<float> flat(vocab);
+  for (float& l : flat) l = 0.1f * normal(random);
+  std::vector<float> quantized(vocab);  // many ties
+  for (float& l : quantized) l = std::round(normal(random));
+  std::vector<float> non_finite = peaked;
+  for (int i = 0; i < 50; ++i) non_finite[random() % vocab] = i % 2 ? std::nanf("") : -INFINITY;
+  const std::vector<int32_t> banned = {128001, 128008, 128009, 0, 4};
+  struct Case {
+    const char* name;
+    const std::vector<float>* logits;
+    SamplingParams params;
+    std::vector<int32_t> banned;
+  };
+  const std::vector<Case> cases = {
+      {"peaked T=1", &peaked, {.temperature = 1.0f}, {}},
+      {"peaked T=0.6 top_p=0.9", &peaked, {.temperature = 0.6f, .top_p = 0.9f}, {}},
+      {"peaked T=1.5 top_p=0.95", &peaked, {.temperature = 1.5f, .top_p = 0.95f}, {}},
+      {"peaked T=0.8 top_k=40", &peaked, {.temperature = 0.8f, .top_k = 40}, {}},
+      {"peaked T=1 top_k=5000 top_p=0.5",
+       &peaked,
+       {.temperature = 1.0f, .top_k = 5000, .top_p = 0.5f},
+       {}},
+      {"flat T=1", &flat, {.temperature = 1.0f}, {}},
+      {"flat T=1 top_p=0.99", &flat, {.temperature = 1.0f, .top_p = 0.99f}, {}},
+      {"flat T=1 top_k=3000", &flat, {.temperature = 1.0f, .top_k = 3000}, {}},
+      {"quantized T=1 top_k=7", &quantized, {.temperature = 1.0f, .top_k = 7}, {}},
+      {"quantized T=0.3 top_p=0.8", &quantized, {.temperature = 0.3f, .top_p = 0.8f}, {}},
+      {"non-finite, banned T=1", &non_finite, {.temperature = 1.0f}, banned},
+      {"non-finite, banned top_p=0.7", &non_finite, {.temperature = 0.9f, .top_p = 0.7f}, banned},
+  };
+  for (const Case& c : cases) {
+    SamplingParams params = c.params;
+    params.seed = 77;
+    const ReferenceDraws reference(*c.logits, params, c.banned);
+    // A nucleus of thousands of ids is sorted on every draw: fewer of those.
+    const bool sorted_large = params.top_p < 1.0f && reference.candidates.size() > 2000;
+    const int draws = sorted_large ? 40 : 200;
+    int same = 0;
+    for (int draw = 0; draw < draws; ++draw) {
+      const int32_t id = SampleToken(*c.logits, params, c.banned, draw).id;
+      const double uniform = static_cast<double>(SplitMix64At(params.seed, draw) >> 11) * 0x1.0p-53;
+      double low, high;
+      ASSERT_TRUE(reference.Interval(id, &low, &high))
+          << c.name << ": drew " << id << ", which the reference never keeps";
+      EXPECT_GE(uniform, low - 1e-6) << c.name << " draw " << draw << " id " << id;
+      EXPECT_LT(uniform, high + 1e-6) << c.name << " draw " << draw << " id " << id;
+      same += uniform >= low && uniform < high;
+    }
+    EXPECT_GE(same, draws - draws / 50) << c.name;
+  }
+}
+
+// Logprobs over a Llama-3-sized vocabulary: the top ids by descending logit (lower id first), each
+// with its log-softmax from the definition in long double.
+TEST(Sampler, LargeVocabularyLogprobsMatchTheDefinition) {
+  const int vocab = 128256;
+  std::mt19937 random(31);
+  std::normal_distribution<float> normal(0.0f, 2.5f);
+  std::vector<float> logits(vocab);
+  for (float& l : logits) l = normal(random);
+  logits[9000] = logits[9001] = 14.0f;  // a tie at the top: the lower id first
+  std::vector<int32_t> by_logit(vocab);
+  for (int id = 0; id < vocab; ++id) by_logit[id] = id;
+  std::stable_sort(by_logit.begin(), by_logit.end(),
+                   [&](int32_t a, int32_t b) { return logits[a] > logits[b]; });
+  for (int n : {1, 5, 20}) {
+    const SampledToken token =
+        SampleToken(logits, {.temperature = 0.7f, .seed = 3, .logprobs = n}, {}, 0);
+    ASSERT_EQ(token.top.size(), static_cast<size_t>(n));
+    for (int i = 0; i < n; ++i) {
+      EXPECT_EQ(token.top[i].id, by_logit[i]) << "rank " << i;
+      EXPECT_NEAR(token.top[i].logprob,
+                  static_cast<double>(LogSoftmaxAt(logits, 1.0, token.top[i].id)), 1e-5);
+    }
+    EXPECT_NEAR(token.logprob, static_cast<double>(LogSoftmaxAt(logits, 1.0, token.id)), 1e-5);
+  }
 }
 
 TEST(Sampler, LogprobsAreLogSoftmaxOfRawLogits) {
