@@ -31,21 +31,30 @@ TPSERVE_SIMD16_INLINE float MaxBody(const float* logits, int n) {
   return best;
 }
 
-// weight[i] = exp((logits[i] - max) / temperature) where that exponent is at least kMinExponent
-// (NaN and -inf are not), 0 elsewhere; block_sums[b]: Σ of block b's weights in float64, two
-// 8-lane sums then the lanes in order.
+// weight[i] = exp((logits[i] - max) * (1 / temperature)) where that exponent is at least
+// kMinExponent (NaN and -inf are not), 0 elsewhere; block_sums[b]: Σ of block b's weights in
+// float64, two 8-lane sums then the lanes in order.
 TPSERVE_SIMD16_INLINE void WeightsBody(const float* logits, int n, float max, float temperature,
-                                       float* weight, double* block_sums) {
+                                       float* weight, double* block_sums, float* block_max) {
+  const float inverse_temperature = 1.0f / temperature;  // finite: temperature >= 1e-5
   for (int begin = 0, block = 0; begin < n; begin += SoftmaxWeights::kBlock, ++block) {
     const int end = std::min(n, begin + SoftmaxWeights::kBlock);
     Double8 low = {}, high = {};
+    Float16 largest = {};
     for (int i = begin; i < end; i += 16) {
       const int lanes = std::min(16, end - i);
-      float in[16];
-      std::fill(std::begin(in), std::end(in), -INFINITY);  // past the end: weight 0
-      std::memcpy(in, logits + i, lanes * sizeof(float));
-      const Float16 exponent = (cpu::simd16::Load(in) - max) / temperature;
+      Float16 row;
+      if (lanes == 16) {
+        row = cpu::simd16::Load(logits + i);
+      } else {
+        float in[16];
+        std::fill(std::begin(in), std::end(in), -INFINITY);  // past the end: weight 0
+        std::memcpy(in, logits + i, lanes * sizeof(float));
+        row = cpu::simd16::Load(in);
+      }
+      const Float16 exponent = (row - max) * inverse_temperature;
       const Float16 w = exponent >= kMinExponent ? cpu::simd16::Exp(exponent) : Float16{};
+      largest = w > largest ? w : largest;
       if (lanes == 16) {
         cpu::simd16::Store(weight + i, w);
       } else {
@@ -62,26 +71,29 @@ TPSERVE_SIMD16_INLINE void WeightsBody(const float* logits, int n, float max, fl
     double sum = 0;
     for (int j = 0; j < 8; ++j) sum += both[j];
     block_sums[block] = sum;
+    float block_largest = 0;
+    for (int j = 0; j < 16; ++j) block_largest = std::max(block_largest, largest[j]);
+    block_max[block] = block_largest;
   }
 }
 
 void ComputePortable(const float* logits, int n, float temperature, float* max, float* weight,
-                     double* block_sums) {
+                     double* block_sums, float* block_max) {
   *max = MaxBody(logits, n);
-  WeightsBody(logits, n, *max, temperature, weight, block_sums);
+  WeightsBody(logits, n, *max, temperature, weight, block_sums, block_max);
 }
 #if defined(__x86_64__)
 __attribute__((target("avx512f"))) void ComputeAvx512(const float* logits, int n, float temperature,
-                                                      float* max, float* weight,
-                                                      double* block_sums) {
+                                                      float* max, float* weight, double* block_sums,
+                                                      float* block_max) {
   *max = MaxBody(logits, n);
-  WeightsBody(logits, n, *max, temperature, weight, block_sums);
+  WeightsBody(logits, n, *max, temperature, weight, block_sums, block_max);
 }
 __attribute__((target("avx2,fma"))) void ComputeAvx2(const float* logits, int n, float temperature,
-                                                     float* max, float* weight,
-                                                     double* block_sums) {
+                                                     float* max, float* weight, double* block_sums,
+                                                     float* block_max) {
   *max = MaxBody(logits, n);
-  WeightsBody(logits, n, *max, temperature, weight, block_sums);
+  WeightsBody(logits, n, *max, temperature, weight, block_sums, block_max);
 }
 #endif
 
@@ -134,7 +146,9 @@ void ComputeSoftmaxWeights(std::span<const float> logits, float temperature,
     compute = ComputeAvx2;
   }
 #endif
-  compute(row, vocab, temperature, &out->max_logit, out->weight.data(), out->block_sums.data());
+  out->block_max.resize(out->block_sums.size());
+  compute(row, vocab, temperature, &out->max_logit, out->weight.data(), out->block_sums.data(),
+          out->block_max.data());
   out->total = 0;
   for (double sum : out->block_sums) out->total += sum;
 }
@@ -193,8 +207,12 @@ std::vector<int32_t> LeadingIds(std::span<const float> logits, const SoftmaxWeig
   }
   std::vector<uint64_t> keys;
   keys.reserve(taken_ids);
-  for (size_t id = 0; id < vocab; ++id) {
-    if (weight[id] >= at_least) keys.push_back(DescendingLogitKey(logits[id], id));
+  for (size_t block = 0; block < weights.block_max.size(); ++block) {
+    if (weights.block_max[block] < at_least) continue;  // (most blocks, where a few ids lead)
+    const size_t end = std::min(vocab, (block + 1) * SoftmaxWeights::kBlock);
+    for (size_t id = block * SoftmaxWeights::kBlock; id < end; ++id) {
+      if (weight[id] >= at_least) keys.push_back(DescendingLogitKey(logits[id], id));
+    }
   }
   if (mass <= 0 && count > 0 && keys.size() > 2 * count) {
     // A count alone (top-k, logprobs): only the first `count` are sorted.

@@ -24,10 +24,12 @@ struct SoftmaxWeights {
                               // banned or below exp(-87) (float's normal range)
   std::vector<double>
       block_sums;    // [ceil(vocab / kBlock)] Σ weight over ids [b kBlock, (b + 1) kBlock)
+  std::vector<float> block_max;  // [blocks] the largest weight of each block
   double total = 0;  // Σ block_sums, in block order
 };
 
-// Fills `out` (its buffers reused) for `logits` at `temperature` (> 0; a finite float). `banned`
+// Fills `out` (its buffers reused) for `logits` at `temperature` (at least 1e-30: its inverse is
+// finite; the sampler's are at least kGreedyTemperature). `banned`
 // ids (any outside [0, vocab) ignored) weigh 0. When no logit is left above -inf, every weight is
 // 0 and max_logit is -inf. exp is Cephes' (relative error ~1e-7, kernels/cpu/simd16.h); the same
 // row gives the same weights on every call in a process.
