@@ -229,6 +229,14 @@ TEST(Sampler, TopKAndTopPNeverPickExcludedTokens) {
   EXPECT_EQ(seen, (std::set<int32_t>{1}));
 }
 
+// `vocab` logits drawn from N(0, sigma²).
+std::vector<float> NormalRow(int vocab, float sigma, std::mt19937& random) {
+  std::normal_distribution<float> normal(0.0f, sigma);
+  std::vector<float> logits(vocab);
+  for (float& l : logits) l = normal(random);
+  return logits;
+}
+
 // The sampler's semantics from their definition, in float64, sorting the whole vocabulary: weights
 // exp((logit - max) / T) (0 for NaN, banned, and below exp(-87)); without top-k and top-p the ids
 // in id order, else by descending logit (lower id first), cut to the top k, then to the smallest
@@ -297,14 +305,11 @@ struct ReferenceDraws {
 TEST(Sampler, LargeVocabularyDrawsMatchAFloat64Reference) {
   const int vocab = 128256;
   std::mt19937 random(21);
-  std::normal_distribution<float> normal(0.0f, 2.5f);
-  std::vector<float> peaked(vocab);
-  for (float& l : peaked) l = normal(random);
+  std::vector<float> peaked = NormalRow(vocab, 2.5f, random);
   for (int i = 0; i < 20; ++i) peaked[random() % vocab] += 12.0f;
-  std::vector<float> flat(vocab);
-  for (float& l : flat) l = 0.1f * normal(random);
-  std::vector<float> quantized(vocab);  // many ties
-  for (float& l : quantized) l = std::round(normal(random));
+  const std::vector<float> flat = NormalRow(vocab, 0.25f, random);
+  std::vector<float> quantized = NormalRow(vocab, 2.5f, random);
+  for (float& l : quantized) l = std::round(l);  // many ties
   std::vector<float> non_finite = peaked;
   for (int i = 0; i < 50; ++i) non_finite[random() % vocab] = i % 2 ? std::nanf("") : -INFINITY;
   const std::vector<int32_t> banned = {128001, 128008, 128009, 0, 4};
@@ -358,9 +363,7 @@ TEST(Sampler, LargeVocabularyDrawsMatchAFloat64Reference) {
 TEST(Sampler, LargeVocabularyLogprobsMatchTheDefinition) {
   const int vocab = 128256;
   std::mt19937 random(31);
-  std::normal_distribution<float> normal(0.0f, 2.5f);
-  std::vector<float> logits(vocab);
-  for (float& l : logits) l = normal(random);
+  std::vector<float> logits = NormalRow(vocab, 2.5f, random);
   logits[9000] = logits[9001] = 14.0f;  // a tie at the top: the lower id first
   std::vector<int32_t> by_logit(vocab);
   for (int id = 0; id < vocab; ++id) by_logit[id] = id;
