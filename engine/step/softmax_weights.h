@@ -17,30 +17,33 @@ enum class SimdPath { kBest, kPortable, kAvx2, kAvx512 };
 bool SimdPathAvailable(SimdPath path);
 
 struct SoftmaxWeights {
-  static constexpr int kBlock = 2048;  // ids per block sum
+  static constexpr int kBlock = 2048;  // ids per block
 
-  float max_logit = 0;        // the largest logit not banned (NaN skipped); -inf if none
-  std::vector<float> weight;  // [vocab] exp((logit - max_logit) / temperature), 0 where NaN,
-                              // banned or below exp(-87) (float's normal range)
-  std::vector<double>
-      block_sums;    // [ceil(vocab / kBlock)] Σ weight over ids [b kBlock, (b + 1) kBlock)
-  std::vector<float> block_max;  // [blocks] the largest weight of each block
-  double total = 0;  // Σ block_sums, in block order
+  // The largest logit not banned (NaN skipped).
+  float max_logit = 0;
+  // [vocab] exp((logit - max_logit) / temperature); 0 for NaN and banned ids, and below exp(-87)
+  // (float's normal range). All 0 when max_logit is not finite.
+  std::vector<float> weight;
+  // [ceil(vocab / kBlock)] Σ weight over each block of ids, in float64; the largest weight there.
+  std::vector<double> block_sums;
+  std::vector<float> block_max;
+  // Σ block_sums, in block order.
+  double total = 0;
 };
 
-// Fills `out` (its buffers reused) for `logits` at `temperature` (at least 1e-30: its inverse is
-// finite; the sampler's are at least kGreedyTemperature). `banned`
-// ids (any outside [0, vocab) ignored) weigh 0. When no logit is left above -inf, every weight is
-// 0 and max_logit is -inf. exp is Cephes' (relative error ~1e-7, kernels/cpu/simd16.h); the same
-// row gives the same weights on every call in a process.
+// Fills `out` (its buffers reused) for `logits` at `temperature` (at least 1e-30, so that its
+// inverse is finite; the sampler's are at least kGreedyTemperature). `banned` ids (any outside
+// [0, vocab) ignored) weigh 0. exp is Cephes' (relative error ~1e-7, kernels/cpu/simd16.h); the
+// same row gives the same weights on every call in a process.
 void ComputeSoftmaxWeights(std::span<const float> logits, float temperature,
                            std::span<const int32_t> banned, SoftmaxWeights* out,
                            SimdPath path = SimdPath::kBest);
 
 // The ids of nonzero weight in descending logit order (ties: lower id first), cut short: at least
 // `count` of them and at least enough for their weights to sum to `mass`, or all of them where
-// there are fewer. They are the leading ids of the whole order: those in the fewest top octaves of
-// weight that hold enough (and one octave more), sorted; the rest of the vocabulary is not.
+// there are fewer. They are the leading ids of the whole order: those in the fewest top buckets of
+// weight (1/32 of an octave each) that hold enough, and one bucket more, sorted; the rest of the
+// vocabulary is not.
 std::vector<int32_t> LeadingIds(std::span<const float> logits, const SoftmaxWeights& weights,
                                 size_t count, double mass);
 
