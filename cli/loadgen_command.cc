@@ -146,9 +146,14 @@ nlohmann::json ResultJson(const RunResult& r) {
   return out;
 }
 
-void PrintText(const RunResult& r, const Slo& slo, const std::string& target) {
-  const std::string level =
-      r.rate > 0 ? fmt::format("rate {:g} req/s", r.rate) : "concurrency " + std::to_string(r.concurrency);
+void PrintText(const RunResult& r, const Slo& slo, const LoadSampling& sampling,
+               const std::string& target) {
+  std::string level = r.rate > 0 ? fmt::format("rate {:g} req/s", r.rate)
+                                 : "concurrency " + std::to_string(r.concurrency);
+  level += sampling.temperature > 0
+               ? fmt::format(", temperature {:g} top_p {:g} top_k {}", sampling.temperature,
+                             sampling.top_p, sampling.top_k)
+               : ", greedy";
   std::printf("%s", FormatLoadReport(r.report, slo, "tpserve loadgen (" + level + ")", target).c_str());
   std::printf("%-40s %.3f\n", "Client CPU per output token (ms):", r.client_cpu_ms_per_token);
 }
@@ -225,13 +230,20 @@ int Main(const LoadgenOptions& o) {
     if (o.json) {
       runs.push_back(ResultJson(result));
     } else {
-      PrintText(result, o.workload.slo, target_name);
+      PrintText(result, o.workload.slo, o.workload.sampling, target_name);
     }
   }
   if (o.json) {
-    nlohmann::json out = {{"api", o.api}, {"server", server}, {"model_vocab_size", vocab},
-                          {"slo", {{"ttft_ms", o.workload.slo.ttft_ms}, {"tpot_ms", o.workload.slo.tpot_ms}}},
-                          {"runs", runs}};
+    nlohmann::json out = {
+        {"api", o.api},
+        {"server", server},
+        {"model_vocab_size", vocab},
+        {"slo", {{"ttft_ms", o.workload.slo.ttft_ms}, {"tpot_ms", o.workload.slo.tpot_ms}}},
+        {"sampling",
+         {{"temperature", o.workload.sampling.temperature},
+          {"top_p", o.workload.sampling.top_p},
+          {"top_k", o.workload.sampling.top_k}}},
+        {"runs", runs}};
     if (o.api == "openai") {
       out["model"] = model;
       out["endpoint"] = o.endpoint;
@@ -269,6 +281,16 @@ void AddLoadgenCommand(CLI::App& app, CommandAction* action) {
       ->check(CLI::NonNegativeNumber);
   AddConnectionFlags(cmd, &o->connection);
   AddWorkloadFlags(cmd, &o->workload);
+  cmd->add_option("--temperature", o->workload.sampling.temperature,
+                  "Every request's sampling temperature (0: greedy); each request gets its own "
+                  "seed from --seed")
+      ->capture_default_str();
+  cmd->add_option("--top-p", o->workload.sampling.top_p,
+                  "Nucleus mass in (0, 1], with --temperature")
+      ->capture_default_str();
+  cmd->add_option("--top-k", o->workload.sampling.top_k,
+                  "Top-k limit (0: none), with --temperature")
+      ->capture_default_str();
   cmd->add_option("--duration", o->duration_s, "Stop sending after this many seconds (0: no limit)");
   cmd->add_option("--warmup", o->warmup, "Requests sent first and not counted")->capture_default_str();
   cmd->add_option("--sweep", o->sweep, "Run a series, e.g. concurrency=1,2,4,8 (a throughput-latency curve)");

@@ -5,7 +5,6 @@
 #include "clients/grpc_code_name.h"
 
 namespace tpserve {
-namespace {
 
 v1::GenerateRequest ToGenerateRequest(const LoadRequest& load) {
   v1::GenerateRequest request;
@@ -18,10 +17,15 @@ v1::GenerateRequest ToGenerateRequest(const LoadRequest& load) {
   request.set_max_tokens(load.output_tokens);
   request.set_min_tokens(load.output_tokens);
   request.set_ignore_eos(true);
+  if (load.sampling.temperature > 0) {
+    v1::SamplingParams* sampling = request.mutable_sampling();
+    sampling->set_temperature(load.sampling.temperature);
+    sampling->set_top_p(load.sampling.top_p);
+    sampling->set_top_k(load.sampling.top_k);
+    sampling->set_seed(load.seed);
+  }
   return request;
 }
-
-}  // namespace
 
 Result<std::unique_ptr<GrpcLoadTarget>> GrpcLoadTarget::Open(const std::string& server,
                                                              const ConnectionOptions& options) {

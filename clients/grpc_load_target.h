@@ -11,6 +11,9 @@
 
 namespace tpserve {
 
+// The Generate request that a load request is sent as (greedy unless it has a temperature).
+v1::GenerateRequest ToGenerateRequest(const LoadRequest& load);
+
 class GrpcLoadTarget : public LoadTarget {
  public:
   // Connects and asks ModelInfo (the vocabulary random prompts draw from).

@@ -17,6 +17,15 @@ namespace tpserve {
 // How long one request may take, send to last token, before it counts as failed.
 inline constexpr double kLoadRequestTimeoutS = 600;
 
+// How every request of a load test asks to be sampled: greedy unless a temperature is given.
+// Servers pay for sampling per row (a 128k-id row's top-p took 18 ms in tpserve before session 29:
+// docs/PERFORMANCE.md), so a load test measures it only when it asks for it.
+struct LoadSampling {
+  float temperature = 0;  // 0: greedy
+  float top_p = 1;        // (0, 1]
+  int top_k = 0;          // 0: no limit
+};
+
 // One request of a load test: a prompt of token ids (random prompts) or text (a dataset), and an
 // exact output length (the server is asked to ignore EOS and not stop before it).
 struct LoadRequest {
@@ -24,6 +33,8 @@ struct LoadRequest {
   std::vector<int32_t> prompt_ids;  // empty: prompt_text
   std::string prompt_text;
   int output_tokens = 0;
+  LoadSampling sampling;
+  uint64_t seed = 0;  // of the server's draws for this request (when it samples)
 };
 
 // Times one streamed response from the moment it is constructed (the request is sent): TTFT at

@@ -54,9 +54,14 @@ std::string OpenAiRequestBody(OpenAiRoute route, const std::string& model, const
                {"max_tokens", request.output_tokens},
                {"min_tokens", request.output_tokens},
                {"ignore_eos", true},
-               {"temperature", 0},
+               {"temperature", request.sampling.temperature},
                {"stream", true},
                {"stream_options", {{"include_usage", true}}}};
+  if (request.sampling.temperature > 0) {
+    body["top_p"] = request.sampling.top_p;
+    if (request.sampling.top_k > 0) body["top_k"] = request.sampling.top_k;
+    body["seed"] = static_cast<int64_t>(request.seed);  // OpenAI's seed is signed: the same 64 bits
+  }
   if (route == OpenAiRoute::kCompletions) {
     body["prompt"] = request.prompt_ids.empty() ? json(request.prompt_text) : json(request.prompt_ids);
   } else {

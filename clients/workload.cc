@@ -1,6 +1,7 @@
 #include "clients/workload.h"
 
 #include <algorithm>
+#include <cmath>
 #include <fstream>
 
 #include "common/bounded_json.h"
@@ -45,8 +46,19 @@ Result<Workload> Workload::FromOptions(const WorkloadOptions& options, int vocab
   ASSIGN_OR_RETURN(LengthRange prompt_len, ParseLengthRange(options.prompt_tokens, "--prompt-tokens"));
   ASSIGN_OR_RETURN(LengthRange output_len, ParseLengthRange(options.output_tokens, "--output-tokens"));
   Workload workload{prompt_len, output_len, {}, vocab, options.seed, options.shared_prefix_tokens,
-                    options.prefix_groups};
+                    options.prefix_groups, options.sampling};
   if (options.shared_prefix_tokens < 0) return InvalidArgument("--shared-prefix-tokens must be at least 0");
+  const LoadSampling& sampling = workload.sampling;
+  if (!(sampling.temperature >= 0) || std::isinf(sampling.temperature)) {
+    return InvalidArgument("--temperature must be a finite number >= 0, got " +
+                           std::to_string(sampling.temperature));
+  }
+  if (!(sampling.top_p > 0 && sampling.top_p <= 1)) {
+    return InvalidArgument("--top-p must be in (0, 1], got " + std::to_string(sampling.top_p));
+  }
+  if (sampling.top_k < 0) {
+    return InvalidArgument("--top-k must be at least 0, got " + std::to_string(sampling.top_k));
+  }
   if (options.prefix_groups < 1) return InvalidArgument("--prefix-groups must be at least 1");
   if (options.shared_prefix_tokens > 0 && !options.dataset.empty()) {
     return InvalidArgument("--shared-prefix-tokens makes random prompts; a --dataset's prompts bring their own prefixes");
@@ -76,6 +88,8 @@ LoadRequest Workload::Make(int index) const {
     for (int i = 0; i < n; ++i) request.prompt_ids.push_back(id(random));
   }
   request.output_tokens = output_len.Draw(random);
+  request.sampling = sampling;
+  request.seed = random();  // after the prompt and length: drawing it changes neither
   return request;
 }
 

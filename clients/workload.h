@@ -32,6 +32,7 @@ struct WorkloadOptions {
   int shared_prefix_tokens = 0;
   int prefix_groups = 1;
   uint64_t seed = 0;
+  LoadSampling sampling;  // every request's
   Slo slo;
 };
 
@@ -55,6 +56,7 @@ struct Workload {
   int vocab = 0;                     // random ids are drawn below 9/10 of it
   uint64_t seed = 0;
   int shared_prefix_tokens = 0, prefix_groups = 1;
+  LoadSampling sampling;
 
   // From the options' lengths and dataset (read here); `vocab` as above.
   static Result<Workload> FromOptions(const WorkloadOptions& options, int vocab);

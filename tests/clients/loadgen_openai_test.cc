@@ -100,6 +100,25 @@ TEST_F(LoadgenOpenAi, SameWorkloadSameTokensAsGrpc) {
   ExpectCompleteRun(chat.parsed, "openai chat");
 }
 
+// A sampled workload (each request with its own seed) over both APIs: every request completes at
+// its exact length, and the report says how it sampled; a bad sampling flag fails before any load.
+TEST_F(LoadgenOpenAi, SampledWorkloadOverBothApis) {
+  const std::string sampling = " --temperature 0.8 --top-p 0.9 --top-k 40";
+  const LoadgenRun http = Loadgen("--api openai --server " + Url() + kWorkload + sampling);
+  ASSERT_EQ(http.exit_code, 0) << http.output;
+  ExpectCompleteRun(http.parsed, "openai sampled");
+  EXPECT_NEAR(http.parsed["sampling"]["temperature"].get<double>(), 0.8, 1e-6);
+  EXPECT_NEAR(http.parsed["sampling"]["top_p"].get<double>(), 0.9, 1e-6);
+  EXPECT_EQ(http.parsed["sampling"]["top_k"], 40);
+  const LoadgenRun grpc = Loadgen("--server " + server_->grpc_target() + kWorkload + sampling);
+  ASSERT_EQ(grpc.exit_code, 0) << grpc.output;
+  ExpectCompleteRun(grpc.parsed, "grpc sampled");
+  const LoadgenRun bad = Loadgen(
+      "--server " + server_->grpc_target() + kWorkload + " --temperature 1 --top-p 0", true);
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.output.find("--top-p must be in (0, 1]"), std::string::npos) << bad.output;
+}
+
 TEST_F(LoadgenOpenAi, OpenLoopCountsAddUp) {
   const LoadgenRun open = Loadgen("--api openai --server " + Url() +
                            " --json --rate 50 --requests 6 --prompt-tokens 8 --output-tokens 3 --warmup 0 --seed 2");

@@ -27,6 +27,23 @@ TEST(OpenAiWire, CompletionsBodyFixesTheLengthAndAsksForUsage) {
   EXPECT_EQ(json::parse(OpenAiRequestBody(OpenAiRoute::kCompletions, "m", request))["prompt"], "Hello");
 }
 
+TEST(OpenAiWire, SampledBodyCarriesTheSamplingAndTheRequestsSeedAsSigned) {
+  LoadRequest request{.id = "r", .prompt_ids = {5}, .output_tokens = 2};
+  json body = json::parse(OpenAiRequestBody(OpenAiRoute::kCompletions, "m", request));
+  EXPECT_FALSE(body.contains("top_p"));  // greedy: temperature 0 alone
+  EXPECT_FALSE(body.contains("seed"));
+  request.sampling = {.temperature = 0.8f, .top_p = 0.9f, .top_k = 0};
+  request.seed =
+      0xfffffffffffffffeull;  // above int64's range: OpenAI's seed is signed, the same bits
+  body = json::parse(OpenAiRequestBody(OpenAiRoute::kChatCompletions, "m", request));
+  EXPECT_FLOAT_EQ(body["temperature"].get<float>(), 0.8f);
+  EXPECT_FLOAT_EQ(body["top_p"].get<float>(), 0.9f);
+  EXPECT_FALSE(body.contains("top_k"));  // 0: no limit, left to the server's default
+  EXPECT_EQ(body["seed"].get<int64_t>(), -2);
+  request.sampling.top_k = 40;
+  EXPECT_EQ(json::parse(OpenAiRequestBody(OpenAiRoute::kCompletions, "m", request))["top_k"], 40);
+}
+
 TEST(OpenAiWire, ChatBodyIsOneUserMessage) {
   LoadRequest request{.id = "r", .prompt_ids = {0, 1, 48}, .output_tokens = 4};
   const json body = json::parse(OpenAiRequestBody(OpenAiRoute::kChatCompletions, "m", request));

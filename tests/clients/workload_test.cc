@@ -66,6 +66,36 @@ TEST(Workload, RequestIDependsOnTheSeedAndIAlone) {
   EXPECT_NE(Workload::FromOptions(options, 1000)->Make(0).prompt_ids, forward[0].prompt_ids);
 }
 
+TEST(Workload, SamplingIsCheckedAndEveryRequestHasItsOwnReproducibleSeed) {
+  WorkloadOptions options{.prompt_tokens = "6", .output_tokens = "3", .seed = 4};
+  for (const auto& [sampling, flag] : std::vector<std::pair<LoadSampling, std::string>>{
+           {{.temperature = -1}, "--temperature"},
+           {{.temperature = std::nanf("")}, "--temperature"},
+           {{.temperature = INFINITY}, "--temperature"},
+           {{.temperature = 1, .top_p = 0}, "--top-p"},
+           {{.temperature = 1, .top_p = 1.5f}, "--top-p"},
+           {{.temperature = 1, .top_k = -1}, "--top-k"}}) {
+    options.sampling = sampling;
+    const auto workload = Workload::FromOptions(options, 1000);
+    ASSERT_FALSE(workload.ok()) << flag;
+    EXPECT_THAT(workload.status().message(), HasSubstr(flag));
+  }
+  options.sampling = {.temperature = 0.7f, .top_p = 0.95f, .top_k = 20};
+  auto workload = Workload::FromOptions(options, 1000);
+  ASSERT_TRUE(workload.ok()) << workload.status().ToString();
+  const LoadRequest first = workload->Make(0), second = workload->Make(1);
+  EXPECT_EQ(first.sampling.temperature, 0.7f);
+  EXPECT_EQ(first.sampling.top_p, 0.95f);
+  EXPECT_EQ(first.sampling.top_k, 20);
+  EXPECT_NE(first.seed, second.seed);
+  EXPECT_EQ(workload->Make(0).seed, first.seed);
+  // The seed is drawn after the prompt and the length: greedy and sampled runs send the same ones.
+  options.sampling = {};
+  const LoadRequest greedy = Workload::FromOptions(options, 1000)->Make(0);
+  EXPECT_EQ(greedy.prompt_ids, first.prompt_ids);
+  EXPECT_EQ(greedy.output_tokens, first.output_tokens);
+}
+
 TEST(Workload, SharedPrefixesAreTheSameWithinAGroupAndTheRestIsEachRequestsOwn) {
   WorkloadOptions options{.prompt_tokens = "8", .output_tokens = "4", .shared_prefix_tokens = 30,
                           .prefix_groups = 3, .seed = 5};
