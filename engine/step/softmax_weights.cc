@@ -36,7 +36,7 @@ TPSERVE_SIMD16_INLINE float MaxBody(const float* logits, int n) {
 // float64, two 8-lane sums then the lanes in order.
 TPSERVE_SIMD16_INLINE void WeightsBody(const float* logits, int n, float max, float temperature,
                                        float* weight, double* block_sums, float* block_max) {
-  const float inverse_temperature = 1.0f / temperature;  // finite: temperature >= 1e-5
+  const float inverse_temperature = 1.0f / temperature;  // finite for temperature >= 1e-30
   for (int begin = 0, block = 0; begin < n; begin += SoftmaxWeights::kBlock, ++block) {
     const int end = std::min(n, begin + SoftmaxWeights::kBlock);
     Double8 low = {}, high = {};
