@@ -147,7 +147,8 @@ void DotRows(const LinearArgs& a, const Act* activations, size_t row_stride, con
 
 // Output rows split among the pool in pieces of `grain` rows (or all on this thread without one).
 template <typename Rows>
-void ForEachRowRange(const LinearArgs& a, ThreadPool* pool, const Rows& rows, size_t grain = 16) {
+void ForEachRowRange(const LinearArgs& a, ThreadPool* pool, const Rows& rows,
+                     size_t grain = PoolUnitRows(WeightLayout::kRowMajor)) {
   if (pool == nullptr) {
     rows(0, a.out);
   } else {
@@ -186,7 +187,8 @@ void LinearAmx(const LinearArgs& a, ThreadPool* pool) {
   if (pool == nullptr) {
     rows(0, units);
   } else {
-    pool->ParallelFor(units, 2, rows);  // 32-row pieces keep pairs of weight tiles together
+    // 32-row pieces keep pairs of weight tiles together.
+    pool->ParallelFor(units, PoolUnitRows(WeightLayout::kAmxTiles) / amx::kTileRows, rows);
   }
 }
 
@@ -222,10 +224,22 @@ void LinearAvx512Bf16(const LinearArgs& a, ThreadPool* pool) {
           DotRows(a, as_halves, 2 * static_cast<size_t>(a.in), dot::Avx512Bf16(), row_major_begin,
                   end);
       },
-      dot::kPairGroupRows);
+      PoolUnitRows(WeightLayout::kPairGroups));
 }
 
 }  // namespace
+
+size_t PoolUnitRows(WeightLayout layout) {
+  switch (layout) {
+    case WeightLayout::kRowMajor:
+      return 16;
+    case WeightLayout::kAmxTiles:
+      return 2 * amx::kTileRows;
+    case WeightLayout::kPairGroups:
+      return dot::kPairGroupRows;
+  }
+  return 16;
+}
 
 const char* LinearKernelName(LinearKernel kernel) {
   switch (kernel) {

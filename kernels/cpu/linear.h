@@ -87,6 +87,11 @@ LinearKernel BestLinearKernel();  // the fastest available on this CPU
 // row-major weights runs the AVX-512 path.
 void Linear(const LinearArgs& args, ThreadPool* pool, LinearKernel kernel = BestLinearKernel());
 
+// The rows of the unit Linear splits a matrix in `layout` among pool members in (16 row-major;
+// 32 tiled: two AMX tiles, one pair group): every member's rows start on a multiple of it, so a
+// piece is laid out as the same rows of the whole matrix are (member_placement.h relies on it).
+size_t PoolUnitRows(WeightLayout layout);
+
 // The layout `kernel` reads fastest for a matrix with `in` columns.
 WeightLayout PreferredLayout(LinearKernel kernel, int in);
 

@@ -19,10 +19,9 @@ MemberPlacement::MemberPlacement(std::span<const Matrix> matrices, int members,
   std::vector<size_t> elements(members, 0);
   for (size_t i = 0; i < matrices.size(); ++i) {
     const Matrix& matrix = matrices[i];
-    // Pieces begin on whole units, so that a piece in the matrix's layout is laid out as the same
-    // rows of the whole matrix are (linear.h: tiled units of 16 or 32 rows from row 0).
-    const size_t unit = matrix.layout == WeightLayout::kRowMajor ? 16 : 32;
-    rows_[i].row_begin = SplitRows(matrix.out, unit, members);
+    // Pieces begin on Linear's pool units, so that a piece in the matrix's layout is laid out as
+    // the same rows of the whole matrix are.
+    rows_[i].row_begin = SplitRows(matrix.out, PoolUnitRows(matrix.layout), members);
     for (int m = 0; m < members; ++m) {
       elements[m] += (rows_[i].row_begin[m + 1] - rows_[i].row_begin[m]) * matrix.in;
     }

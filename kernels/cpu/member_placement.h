@@ -29,7 +29,7 @@ class MemberPlacement {
 
   MemberPlacement() = default;
   // Copies `matrices` for a pool of `members`: matrix i's rows split into `members` pieces of
-  // whole units (32-row groups for the tiled layouts, 16 rows otherwise) as evenly as ThreadPool
+  // whole units (PoolUnitRows: Linear's split among a pool) as evenly as ThreadPool
   // splits a range, piece m of every matrix after piece m of the one before it. The copies are
   // the placement's own: `copied(i)`, when given, is called once matrix i is copied (to free it
   // there, so that the process holds one copy of the weights and one matrix more at most).
