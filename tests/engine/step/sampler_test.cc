@@ -9,6 +9,7 @@
 #include <set>
 
 #include "common/splitmix64.h"
+#include "tests/engine/step/reference_softmax.h"
 
 namespace tpserve {
 namespace {
@@ -249,18 +250,8 @@ struct ReferenceDraws {
   explicit ReferenceDraws(const std::vector<float>& logits, const SamplingParams& params,
                           const std::vector<int32_t>& banned = {}) {
     const int vocab = static_cast<int>(logits.size());
-    auto excluded = [&](int id) {
-      return std::isnan(logits[id]) || std::find(banned.begin(), banned.end(), id) != banned.end();
-    };
-    double max = -INFINITY;
-    for (int id = 0; id < vocab; ++id) {
-      if (!excluded(id)) max = std::max<double>(max, logits[id]);
-    }
-    std::vector<double> weight(vocab, 0.0);
-    for (int id = 0; id < vocab; ++id) {
-      const double e = excluded(id) ? -INFINITY : (logits[id] - max) / params.temperature;
-      weight[id] = e >= -87.0 ? std::exp(e) : 0.0;
-    }
+    const std::vector<double> weight =
+        testing::ReferenceSoftmaxWeights(logits, params.temperature, banned).weight;
     for (int id = 0; id < vocab; ++id) {
       if (weight[id] > 0) candidates.push_back(id);
     }

@@ -7,6 +7,8 @@
 #include <cstdio>
 #include <random>
 
+#include "tests/engine/step/reference_softmax.h"
+
 namespace tpserve {
 namespace {
 
@@ -21,29 +23,8 @@ std::vector<float> PeakedLogits(uint32_t seed) {  // an LLM's: a broad spread an
   return logits;
 }
 
-// exp((logit - max) / T) in float64 from the definition, 0 for NaN, banned, -inf and exponents
-// below -87; and the exponent, for the cases at that edge.
-struct ReferenceWeights {
-  std::vector<double> weight, exponent;
-  double max = -INFINITY;
-};
-ReferenceWeights Reference(const std::vector<float>& logits, double temperature,
-                           const std::vector<int32_t>& banned) {
-  ReferenceWeights r;
-  auto excluded = [&](int id) {
-    return std::isnan(logits[id]) || std::find(banned.begin(), banned.end(), id) != banned.end();
-  };
-  for (size_t id = 0; id < logits.size(); ++id) {
-    if (!excluded(static_cast<int>(id))) r.max = std::max<double>(r.max, logits[id]);
-  }
-  for (size_t id = 0; id < logits.size(); ++id) {
-    const double e =
-        excluded(static_cast<int>(id)) ? -INFINITY : (logits[id] - r.max) / temperature;
-    r.exponent.push_back(std::isnan(e) ? -INFINITY : e);
-    r.weight.push_back(e >= -87.0 ? std::exp(e) : 0.0);
-  }
-  return r;
-}
+using testing::ReferenceSoftmaxWeights;
+using testing::ReferenceWeights;
 
 TEST(SoftmaxWeights, MatchFloat64OnEveryPath) {
   std::vector<float> logits = PeakedLogits(1);
@@ -68,7 +49,7 @@ TEST(SoftmaxWeights, MatchFloat64OnEveryPath) {
           const std::vector<int32_t> bans = with_bans ? banned : std::vector<int32_t>{};
           SoftmaxWeights w;
           ComputeSoftmaxWeights(row, temperature, bans, &w, path);
-          const ReferenceWeights ref = Reference(row, temperature, bans);
+          const ReferenceWeights ref = ReferenceSoftmaxWeights(row, temperature, bans);
           const std::string where = "path " + std::to_string(static_cast<int>(path)) +
                                     " T=" + std::to_string(temperature) +
                                     (with_bans ? " banned" : "") + (huge ? " 1e30" : "");
