@@ -8,14 +8,14 @@
 #include <string>
 #include <vector>
 
-#include "kernels/cpu/linear.h"
-#include "kernels/device_choice.h"
-
 #include "benchmarks/svg_chart.h"
 #include "common/status.h"
+#include "engine/step/step_plan.h"
+#include "kernels/cpu/linear.h"
+#include "kernels/cpu/ops.h"
+#include "kernels/device_choice.h"
 #include "model/model_config.h"
 #include "model/model_directory.h"
-#include "engine/step/step_plan.h"
 
 namespace tpserve {
 
@@ -43,6 +43,7 @@ struct DecodeBenchOptions {
   bool cuda_graphs = false;
   int collective_timeout_ms = 60000;     // the engine's (0: no timeouts; the safety-net benchmark)
   std::vector<cpu::LinearKernel> kernels = {cpu::BestLinearKernel()};  // compared in one run
+  std::vector<cpu::KvDtype> kv_dtypes = {cpu::KvDtype::kF32};          // CPU: compared in one run
   bool json = false;
   bool jsonl = false;          // also each row as one JSON line on stderr as soon as it is measured
   std::string plot;            // --plot FILE.svg|png
@@ -56,6 +57,7 @@ struct DecodeBenchOptions {
 
 struct DecodeBenchRow {
   cpu::LinearKernel kernel = cpu::LinearKernel::kAvx512;
+  cpu::KvDtype kv_dtype = cpu::KvDtype::kF32;
   int tp = 0;
   int batch = 0;
   int context = 0;               // tokens in each sequence's KV cache before the timed steps
@@ -74,7 +76,8 @@ struct DecodeBenchRow {
   // threads right after the step) / (the step); the read's median (ms). 0: not measured.
   double fraction_of_paired_read = 0;
   double paired_read_ms = 0;
-  double vs_batch1 = 0;  // tokens/s over the batch-1 row of the same kernel, tp and context (0: none)
+  double vs_batch1 =
+      0;  // tokens/s over the batch-1 row of the same kernel, KV dtype, tp and context (0: none)
   // Per op (OpName), the slowest rank's time in that op summed over the layers of a step; median
   // over steps (ms). What the planner's terms are compared with.
   std::map<std::string, double> op_ms;
@@ -83,6 +86,7 @@ struct DecodeBenchRow {
 // One prefill step: a `tokens`-token prompt from position 0, its last token sampling.
 struct PrefillBenchRow {
   cpu::LinearKernel kernel = cpu::LinearKernel::kAvx512;
+  cpu::KvDtype kv_dtype = cpu::KvDtype::kF32;
   int tp = 0;
   int tokens = 0;
   double step_ms = 0;      // median (engine wall time)

@@ -56,6 +56,16 @@ void AddBenchDecodeCommand(CLI::App& app, CommandAction* action) {
          },
          "Linear kernels to compare in one run, e.g. amx,avx512 (default: the fastest on this CPU)")
       ->delimiter(',');
+  cmd->add_option_function<std::vector<std::string>>(
+         "--kv-cache-dtype",
+         [options](const std::vector<std::string>& names) {
+           options->kv_dtypes.clear();
+           for (const std::string& name : names)
+             options->kv_dtypes.push_back(KvCacheDtypeFlag(name));
+         },
+         "CPU: KV cache element types to compare in one run, e.g. f32,bf16 (as serve's "
+         "--kv-cache-dtype; default f32)")
+      ->delimiter(',');
   cmd->add_flag("--paired-read,!--no-paired-read", options->paired_read,
                 "CPU: after each timed step, read its weight bytes with the same threads (the of-read column: "
                 "the ceiling in the same moment; each timed step then runs once untimed first, to wake the threads "

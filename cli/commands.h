@@ -57,7 +57,8 @@ void AddHealthCommand(CLI::App& app, CommandAction* action);
 void AddLoadgenCommand(CLI::App& app, CommandAction* action);
 #endif
 
-// --device, --tp, --threads, --block-size, --kv-cache-mb, --kv-cache-blocks, --linear-kernel
+// --device, --tp, --threads, --block-size, --kv-cache-mb, --kv-cache-blocks, --kv-cache-dtype,
+// --linear-kernel
 void AddEngineFlags(CLI::App* cmd, EngineOptions* engine);
 
 // loadgen's workload flags: --concurrency, --rate (a list), --burstiness, --requests,
@@ -85,6 +86,10 @@ Result<std::unique_ptr<Engine>> CreateEngineOnDevice(const ModelDirectory& model
 
 // A multi-process follower's whole life: the leader's steps until it shuts down. The exit code.
 int RunFollowerUntilShutdown(const char* command, Engine& engine);
+
+// A --kv-cache-dtype value of the engine (auto = f32, bf16); throws CLI::ValidationError naming the
+// flag.
+cpu::KvDtype KvCacheDtypeFlag(const std::string& name);
 
 // A --linear-kernel value; throws CLI::ValidationError naming the flag when it is unknown or does
 // not run on this CPU.

@@ -131,6 +131,12 @@ int Run(const GenerateOptions& options) {
 
 }  // namespace
 
+cpu::KvDtype KvCacheDtypeFlag(const std::string& name) {
+  if (name == "f32" || name == "auto") return cpu::KvDtype::kF32;
+  if (name == "bf16") return cpu::KvDtype::kBf16;
+  throw CLI::ValidationError("--kv-cache-dtype", "'" + name + "' is not one of: auto, f32, bf16");
+}
+
 cpu::LinearKernel LinearKernelFlag(const std::string& name) {
   auto kernel = cpu::ParseLinearKernel(name);
   if (!kernel.ok()) throw CLI::ValidationError("--linear-kernel", kernel.status().message());
@@ -226,6 +232,14 @@ void AddEngineFlags(CLI::App* cmd, EngineOptions* engine) {
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--kv-cache-blocks", engine->kv_cache_blocks,
                   "Exact number of KV blocks (overrides --kv-cache-mb)");
+  cmd->add_option_function<std::string>(
+      "--kv-cache-dtype",
+      [engine](const std::string& name) { engine->kv_cache_dtype = KvCacheDtypeFlag(name); },
+      "CPU: the KV cache's elements, f32 (auto: the activations', as the CUDA backend keeps them) "
+      "or bf16 (half the "
+      "memory, so twice the positions in --kv-cache-mb, and half the reads of a long context's "
+      "attention; "
+      "each element rounded to bf16). Default: f32");
   cmd->add_option("--gpu-memory-utilization", engine->gpu_memory_utilization,
                   "CUDA: share of each GPU's memory for weights, buffers and KV cache (vLLM's name)")
       ->check(CLI::Range(0.01, 1.0))

@@ -11,13 +11,14 @@
 
 #include "comm/group_membership.h"
 #include "common/status.h"
-#include "kernels/cpu/linear.h"
-#include "kernels/cpu/thread_pool.h"
 #include "engine/step/fault_injection.h"
 #include "engine/step/kv_cache.h"
+#include "engine/step/step_plan.h"
+#include "kernels/cpu/linear.h"
+#include "kernels/cpu/ops.h"
+#include "kernels/cpu/thread_pool.h"
 #include "kernels/device_choice.h"
 #include "model/model_directory.h"
-#include "engine/step/step_plan.h"
 
 namespace tpserve {
 
@@ -68,6 +69,9 @@ struct EngineOptions {
   // device (CUDA: greedy rows without logprobs) skip copying the logits back.
   bool return_logits = true;
   cpu::LinearKernel linear_kernel = cpu::BestLinearKernel();  // one kernel for every step
+  // CPU: the KV cache's element type (bf16: half the memory and half the reads of attention; the
+  // CUDA backend keeps f32).
+  cpu::KvDtype kv_cache_dtype = cpu::KvDtype::kF32;
   int skip_mlp_allreduce_layer = -1;  // fault injection for tests
   FaultInjection fault;               // fault injection for tests (CPU backend)
 };

@@ -2,11 +2,15 @@
 
 #include <algorithm>
 
+#include "common/dtype.h"
+
 namespace tpserve {
 
-RankKvCache::RankKvCache(int layers, int num_blocks, int block_size, int kv_heads, int head_dim)
-    : block_size_(block_size), kv_heads_(kv_heads), head_dim_(head_dim) {
-  const size_t per_layer = static_cast<size_t>(num_blocks) * block_size * kv_heads * head_dim;
+RankKvCache::RankKvCache(int layers, int num_blocks, int block_size, int kv_heads, int head_dim,
+                         cpu::KvDtype dtype)
+    : block_size_(block_size), kv_heads_(kv_heads), head_dim_(head_dim), dtype_(dtype) {
+  const size_t per_layer =
+      static_cast<size_t>(num_blocks) * block_size * kv_heads * head_dim * cpu::KvDtypeBytes(dtype);
   // Each buffer zeroed in place: assign(layers, Buffer(n)) zeroed one and copied it to every layer,
   // touching the whole cache twice (a third of a test server's start under ASan).
   keys_.reserve(layers);
@@ -17,19 +21,33 @@ RankKvCache::RankKvCache(int layers, int num_blocks, int block_size, int kv_head
   }
 }
 
+namespace {
+
+// One row of head_dim elements into the cache's own type at element offset `at` of `buffer`.
+void StoreRow(const float* row, int head_dim, cpu::KvDtype dtype, size_t at, std::byte* buffer) {
+  if (dtype == cpu::KvDtype::kBf16) {
+    uint16_t* to = reinterpret_cast<uint16_t*>(buffer) + at;
+    for (int i = 0; i < head_dim; ++i) to[i] = F32ToBF16(row[i]);
+  } else {
+    std::copy_n(row, head_dim, reinterpret_cast<float*>(buffer) + at);
+  }
+}
+
+}  // namespace
+
 void RankKvCache::Store(int layer, int32_t block, int slot, const float* keys,
                         const float* values) {
   const cpu::KvLayerView layout = Layer(layer);
   for (int kv_head = 0; kv_head < kv_heads_; ++kv_head) {
     const size_t at = layout.RowOffset(block, kv_head, slot),
                  from = static_cast<size_t>(kv_head) * head_dim_;
-    std::copy_n(keys + from, head_dim_, keys_[layer].data() + at);
-    std::copy_n(values + from, head_dim_, values_[layer].data() + at);
+    StoreRow(keys + from, head_dim_, dtype_, at, keys_[layer].data());
+    StoreRow(values + from, head_dim_, dtype_, at, values_[layer].data());
   }
 }
 
 cpu::KvLayerView RankKvCache::Layer(int layer) const {
-  return {keys_[layer].data(), values_[layer].data(), block_size_, kv_heads_, head_dim_};
+  return {keys_[layer].data(), values_[layer].data(), block_size_, kv_heads_, head_dim_, dtype_};
 }
 
 }  // namespace tpserve

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <numbers>
 
+#include "common/dtype.h"
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/simd16.h"
 
@@ -174,16 +175,31 @@ void ApplyRope(float* x, int heads, int head_dim, const float* cos, const float*
 
 namespace {
 
+// A KV cache element as f32: f32 as it is, bf16 widened (exact). Sixteen at a time, or one.
+TPSERVE_SIMD16_INLINE Float16 LoadKv(const float* p) {
+  return simd16::Load(p);
+}
+TPSERVE_SIMD16_INLINE Float16 LoadKv(const uint16_t* p) {
+  return simd16::LoadBf16(p);
+}
+TPSERVE_SIMD16_INLINE float KvElement(float v) {
+  return v;
+}
+TPSERVE_SIMD16_INLINE float KvElement(uint16_t bits) {
+  return BF16ToF32(bits);
+}
+
 // q · k over d elements in 16 lanes (element i in lane i % 16), not yet summed: SumLanesOf16
-// reduces sixteen positions' lanes together.
-TPSERVE_SIMD16_INLINE Float16 DotLanes(const float* q, const float* k, int d) {
+// reduces sixteen positions' lanes together. The same products and sums for either element type.
+template <typename Element>
+TPSERVE_SIMD16_INLINE Float16 DotLanes(const float* q, const Element* k, int d) {
   Float16 acc = {};
   int i = 0;
-  for (; i + 16 <= d; i += 16) acc += simd16::Load(q + i) * simd16::Load(k + i);
+  for (; i + 16 <= d; i += 16) acc += simd16::Load(q + i) * LoadKv(k + i);
   if (i < d) {  // a head_dim that is not a multiple of 16: the rest in lanes 0, 1, ...
     float lanes[16];
     std::memcpy(lanes, &acc, sizeof(lanes));
-    for (int j = 0; i < d; ++i, ++j) lanes[j] += q[i] * k[i];
+    for (int j = 0; i < d; ++i, ++j) lanes[j] += q[i] * KvElement(k[i]);
     std::memcpy(&acc, lanes, sizeof(lanes));
   }
   return acc;
@@ -218,40 +234,42 @@ TPSERVE_SIMD16_INLINE Float16 SumLanesOf16(const Float16 (&v)[16]) {
 // One KV head's K or V rows in position order: the block table is read once a block, and only
 // for the blocks reached. (A division and a remainder per position cost more than the arithmetic:
 // decode attention at batch 8 on the small model took 45 us a layer.)
+template <typename Element>
 class HeadRows {
  public:
-  HeadRows(const float* base, const KvLayerView& kv, int kv_head, const int32_t* block_table)
-      : base_(base + kv.RowOffset(0, kv_head, 0)),
-        block_floats_(kv.RowOffset(1, 0, 0)),
+  HeadRows(const void* base, const KvLayerView& kv, int kv_head, const int32_t* block_table)
+      : base_(static_cast<const Element*>(base) + kv.RowOffset(0, kv_head, 0)),
+        block_elements_(kv.RowOffset(1, 0, 0)),
         row_stride_(kv.RowOffset(0, 0, 1)),
         block_size_(kv.block_size),
         block_table_(block_table) {}
   // The next position's row.
-  TPSERVE_SIMD16_INLINE const float* Next() {
+  TPSERVE_SIMD16_INLINE const Element* Next() {
     if (left_in_block_ == 0) {
-      row_ = base_ + static_cast<size_t>(block_table_[++block_]) * block_floats_;
+      row_ = base_ + static_cast<size_t>(block_table_[++block_]) * block_elements_;
       left_in_block_ = block_size_;
     }
     --left_in_block_;
-    const float* row = row_;
+    const Element* row = row_;
     row_ += row_stride_;
     return row;
   }
 
  private:
-  const float* base_;
-  size_t block_floats_, row_stride_;
+  const Element* base_;
+  size_t block_elements_, row_stride_;
   int block_size_;
   const int32_t* block_table_;
-  const float* row_ = nullptr;
+  const Element* row_ = nullptr;
   int block_ = -1, left_in_block_ = 0;
 };
 
 // Walks a head's K rows and then its V rows kAhead rows before the arithmetic, prefetching each
 // row's lines (Step once a row consumed): a KV head's rows run together only within a block
-// (4 KiB at 16 positions, head_dim 64), and the blocks lie wherever the pool put them, so the
-// hardware, which follows a run, stalls at every block's start. (One block ahead, as before, left
-// a cold layer's attention waiting on DRAM.)
+// (4 KiB at 16 positions, head_dim 64, f32), and the blocks lie wherever the pool put them, so
+// the hardware, which follows a run, stalls at every block's start. (One block ahead, as before,
+// left a cold layer's attention waiting on DRAM.)
+template <typename Element>
 class RowPrefetcher {
  public:
   static constexpr int kAhead = 32;
@@ -260,7 +278,7 @@ class RowPrefetcher {
         values_(kv.values, kv, kv_head, block_table),
         keys_left_(length),
         values_left_(length),
-        row_bytes_(kv.head_dim * static_cast<int>(sizeof(float))) {
+        row_bytes_(kv.head_dim * static_cast<int>(sizeof(Element))) {
     for (int i = 0; i < kAhead; ++i) Step();
   }
   TPSERVE_SIMD16_INLINE void Step() {
@@ -274,11 +292,11 @@ class RowPrefetcher {
   }
 
  private:
-  TPSERVE_SIMD16_INLINE void Fetch(const float* row) const {
+  TPSERVE_SIMD16_INLINE void Fetch(const Element* row) const {
     const char* bytes = reinterpret_cast<const char*>(row);
     for (int offset = 0; offset < row_bytes_; offset += 64) __builtin_prefetch(bytes + offset);
   }
-  HeadRows keys_, values_;
+  HeadRows<Element> keys_, values_;
   int keys_left_, values_left_, row_bytes_;
 };
 
@@ -293,25 +311,26 @@ TPSERVE_SIMD16_INLINE Float16 LoadPadded(const float* x, int n, float pad) {
 // Query heads [first_head, first_head + kHeads) of one KV group over its K and V rows, read once
 // for all of them. kDim: head_dim known when compiled (64, 128: loops unrolled), or 0 for any other
 // (kv.head_dim). Each head's arithmetic is the same whatever kHeads is (its own sums, in the same
-// order), so how a caller groups heads never changes a result. scores: kHeads × length.
-template <int kDim, int kHeads>
-TPSERVE_SIMD16_INLINE void AttendHeadsBody(const float* q, int first_head, int heads, const KvLayerView& kv,
-                                           const int32_t* block_table, int length, float scale, float* out,
-                                           float* scores) {
+// order), so how a caller groups heads never changes a result. scores: kHeads × length. Element:
+// the cache's (float or bf16 bits); the arithmetic is f32 either way.
+template <int kDim, int kHeads, typename Element>
+TPSERVE_SIMD16_INLINE void AttendHeadsBody(const float* q, int first_head, int heads,
+                                           const KvLayerView& kv, const int32_t* block_table,
+                                           int length, float scale, float* out, float* scores) {
   const int d = kDim > 0 ? kDim : kv.head_dim;
   const int kv_head = first_head / (heads / kv.kv_heads);
   const float* qh = q + first_head * d;  // [kHeads, d]
-  RowPrefetcher prefetch(kv, kv_head, block_table, length);
+  RowPrefetcher<Element> prefetch(kv, kv_head, block_table, length);
   // Scores, sixteen positions a time: their lanes summed together (SumLanesOf16), the running
   // maximum per lane (max is exact, so its order does not matter).
-  HeadRows keys(kv.keys, kv, kv_head, block_table);
+  HeadRows<Element> keys(kv.keys, kv, kv_head, block_table);
   Float16 max_lanes[kHeads];
   for (int g = 0; g < kHeads; ++g) max_lanes[g] = Float16{} - INFINITY;
   for (int p0 = 0; p0 < length; p0 += 16) {
     const int n = std::min(16, length - p0);
     Float16 lanes[kHeads][16];
     for (int i = 0; i < n; ++i) {
-      const float* k = keys.Next();
+      const Element* k = keys.Next();
       for (int g = 0; g < kHeads; ++g) lanes[g][i] = DotLanes(qh + g * d, k, d);
       prefetch.Step();
     }
@@ -351,15 +370,15 @@ TPSERVE_SIMD16_INLINE void AttendHeadsBody(const float* q, int first_head, int h
   for (int i0 = 0; i0 < d; i0 += 16 * kVectors) {
     const bool first_pass = i0 == 0;  // later passes find the rows in cache
     const int width = std::min(16 * kVectors, d - i0);
-    HeadRows values(kv.values, kv, kv_head, block_table);
+    HeadRows<Element> values(kv.values, kv, kv_head, block_table);
     if (width % 16 == 0) {
       const int vectors = width / 16;
       Float16 acc[kHeads][kVectors] = {};
       for (int p = 0; p < length; ++p) {
-        const float* v = values.Next();
+        const Element* v = values.Next();
         for (int j = 0; j < kVectors; ++j) {
           if (j >= vectors) break;
-          const Float16 vj = simd16::Load(v + i0 + 16 * j);
+          const Float16 vj = LoadKv(v + i0 + 16 * j);
           for (int g = 0; g < kHeads; ++g) acc[g][j] += scores[g * length + p] * vj;
         }
         if (first_pass) prefetch.Step();
@@ -370,9 +389,10 @@ TPSERVE_SIMD16_INLINE void AttendHeadsBody(const float* q, int first_head, int h
     } else {
       float acc[kHeads][16 * kVectors] = {};
       for (int p = 0; p < length; ++p) {
-        const float* v = values.Next();
+        const Element* v = values.Next();
         for (int g = 0; g < kHeads; ++g) {
-          for (int j = 0; j < width; ++j) acc[g][j] += scores[g * length + p] * v[i0 + j];
+          for (int j = 0; j < width; ++j)
+            acc[g][j] += scores[g * length + p] * KvElement(v[i0 + j]);
         }
         if (first_pass) prefetch.Step();
       }
@@ -381,32 +401,48 @@ TPSERVE_SIMD16_INLINE void AttendHeadsBody(const float* q, int first_head, int h
   }
 }
 
-template <int kDim>
+template <int kDim, typename Element>
 TPSERVE_SIMD16_INLINE void AttendHeadsOfDim(const float* q, int first_head, int count, int heads,
-                                            const KvLayerView& kv, const int32_t* block_table, int length,
-                                            float scale, float* out, float* scores) {
+                                            const KvLayerView& kv, const int32_t* block_table,
+                                            int length, float scale, float* out, float* scores) {
   for (int done = 0; done < count;) {  // kMaxHeadsPerPass at a time
     const int h = first_head + done;
     switch (std::min(count - done, kMaxHeadsPerPass)) {
-      case 1: AttendHeadsBody<kDim, 1>(q, h, heads, kv, block_table, length, scale, out, scores); done += 1; break;
-      case 2: AttendHeadsBody<kDim, 2>(q, h, heads, kv, block_table, length, scale, out, scores); done += 2; break;
-      case 3: AttendHeadsBody<kDim, 3>(q, h, heads, kv, block_table, length, scale, out, scores); done += 3; break;
-      default: AttendHeadsBody<kDim, 4>(q, h, heads, kv, block_table, length, scale, out, scores); done += 4; break;
+      case 1:
+        AttendHeadsBody<kDim, 1, Element>(q, h, heads, kv, block_table, length, scale, out, scores);
+        done += 1;
+        break;
+      case 2:
+        AttendHeadsBody<kDim, 2, Element>(q, h, heads, kv, block_table, length, scale, out, scores);
+        done += 2;
+        break;
+      case 3:
+        AttendHeadsBody<kDim, 3, Element>(q, h, heads, kv, block_table, length, scale, out, scores);
+        done += 3;
+        break;
+      default:
+        AttendHeadsBody<kDim, 4, Element>(q, h, heads, kv, block_table, length, scale, out, scores);
+        done += 4;
+        break;
     }
   }
 }
 
 // The body for this head_dim: unrolled for the common ones (AVX-512).
+template <typename Element>
 TPSERVE_SIMD16_INLINE void AttendHeadsAnyDim(const float* q, int first_head, int count, int heads,
-                                             const KvLayerView& kv, const int32_t* block_table, int length,
-                                             float scale, float* out, float* scores) {
+                                             const KvLayerView& kv, const int32_t* block_table,
+                                             int length, float scale, float* out, float* scores) {
   switch (kv.head_dim) {
     case 64:
-      return AttendHeadsOfDim<64>(q, first_head, count, heads, kv, block_table, length, scale, out, scores);
+      return AttendHeadsOfDim<64, Element>(q, first_head, count, heads, kv, block_table, length,
+                                           scale, out, scores);
     case 128:
-      return AttendHeadsOfDim<128>(q, first_head, count, heads, kv, block_table, length, scale, out, scores);
+      return AttendHeadsOfDim<128, Element>(q, first_head, count, heads, kv, block_table, length,
+                                            scale, out, scores);
     default:
-      return AttendHeadsOfDim<0>(q, first_head, count, heads, kv, block_table, length, scale, out, scores);
+      return AttendHeadsOfDim<0, Element>(q, first_head, count, heads, kv, block_table, length,
+                                          scale, out, scores);
   }
 }
 
@@ -415,13 +451,23 @@ TPSERVE_SIMD16_INLINE void AttendHeadsAnyDim(const float* q, int first_head, int
 // that AVX-512's unrolled bodies already cover.
 void AttendHeadsPortable(const float* q, int first_head, int count, int heads, const KvLayerView& kv,
                          const int32_t* block_table, int length, float scale, float* out, float* scores) {
-  AttendHeadsOfDim<0>(q, first_head, count, heads, kv, block_table, length, scale, out, scores);
+  if (kv.dtype == KvDtype::kBf16) {
+    return AttendHeadsOfDim<0, uint16_t>(q, first_head, count, heads, kv, block_table, length,
+                                         scale, out, scores);
+  }
+  AttendHeadsOfDim<0, float>(q, first_head, count, heads, kv, block_table, length, scale, out,
+                             scores);
 }
 #if defined(__x86_64__)
 __attribute__((target("avx512f"))) void AttendHeadsAvx512(const float* q, int first_head, int count, int heads,
                                                           const KvLayerView& kv, const int32_t* block_table,
                                                           int length, float scale, float* out, float* scores) {
-  AttendHeadsAnyDim(q, first_head, count, heads, kv, block_table, length, scale, out, scores);
+  if (kv.dtype == KvDtype::kBf16) {
+    return AttendHeadsAnyDim<uint16_t>(q, first_head, count, heads, kv, block_table, length, scale,
+                                       out, scores);
+  }
+  AttendHeadsAnyDim<float>(q, first_head, count, heads, kv, block_table, length, scale, out,
+                           scores);
 }
 #endif
 
@@ -433,6 +479,13 @@ void AttendHeads(const float* q, int first_head, int count, int heads, const KvL
   if (HasAvx512F()) return AttendHeadsAvx512(q, first_head, count, heads, kv, block_table, length, scale, out, scores);
 #endif
   AttendHeadsPortable(q, first_head, count, heads, kv, block_table, length, scale, out, scores);
+}
+
+const char* KvDtypeName(KvDtype dtype) {
+  return dtype == KvDtype::kBf16 ? "bf16" : "f32";
+}
+size_t KvDtypeBytes(KvDtype dtype) {
+  return dtype == KvDtype::kBf16 ? sizeof(uint16_t) : sizeof(float);
 }
 
 void AttendOneToken(const float* q, int heads, const KvLayerView& kv, const int32_t* block_table,

@@ -42,19 +42,30 @@ void RopeAngles(const std::vector<double>& inv_freq, int position, float* cos, f
 // pairs with element i + head_dim / 2.
 void ApplyRope(float* x, int heads, int head_dim, const float* cos, const float* sin);
 
+// The KV cache's element type. kF32: the activations' own (what the CUDA backend keeps). kBf16:
+// half the bytes, so twice the positions in the same memory and half the reads of a long
+// context's attention; each element rounded to nearest even when stored and widened exactly when
+// read (the arithmetic stays f32).
+enum class KvDtype { kF32, kBf16 };
+
+// "f32", "bf16"
+const char* KvDtypeName(KvDtype dtype);
+size_t KvDtypeBytes(KvDtype dtype);
+
 // One layer's paged KV cache of one rank, as attention reads it. Head-major within a block: a KV
-// head's rows for the block's positions lie together (block_size × head_dim floats), so the
+// head's rows for the block's positions lie together (block_size × head_dim elements), so the
 // attention of one KV head reads them as one run instead of one row in every kv_heads (decode
 // attention 1.27-1.51x faster at 512-2048 positions, 1.03-1.08x at 32: docs/PERFORMANCE.md).
 struct KvLayerView {
-  const float* keys = nullptr;    // [num_blocks, kv_heads, block_size, head_dim]
-  const float* values = nullptr;  // [num_blocks, kv_heads, block_size, head_dim]
+  const void* keys = nullptr;    // [num_blocks, kv_heads, block_size, head_dim] of `dtype`
+  const void* values = nullptr;  // [num_blocks, kv_heads, block_size, head_dim] of `dtype`
   int block_size = 0;
   int kv_heads = 0;
   int head_dim = 0;
+  KvDtype dtype = KvDtype::kF32;
 
-  // Where KV head `kv_head`'s row for position `slot` of block `block` starts, in floats: the one
-  // place the layout is written down (the cache writes and attention reads through it).
+  // Where KV head `kv_head`'s row for position `slot` of block `block` starts, in elements: the
+  // one place the layout is written down (the cache writes and attention reads through it).
   size_t RowOffset(int32_t block, int kv_head, int slot) const {
     return ((static_cast<size_t>(block) * kv_heads + kv_head) * block_size + slot) * head_dim;
   }

@@ -37,6 +37,18 @@ TPSERVE_SIMD16_INLINE void Store(float* p, Float16 v) {
   std::memcpy(p, &v, sizeof(v));
 }
 
+// Sixteen bf16 values (bit patterns) widened to f32, exactly: each one's bits in the high half.
+TPSERVE_SIMD16_INLINE Float16 LoadBf16(const uint16_t* p) {
+  using Bits16 = uint16_t __attribute__((vector_size(32)));
+  using Bits32 = uint32_t __attribute__((vector_size(64)));
+  Bits16 half;
+  std::memcpy(&half, p, sizeof(half));
+  const Bits32 bits = __builtin_convertvector(half, Bits32) << 16;
+  Float16 v;
+  std::memcpy(&v, &bits, sizeof(v));
+  return v;
+}
+
 // exp of 16 floats: Cephes' expf (x = n ln 2 + r, a degree-5 polynomial in r, 2^n built in the
 // exponent bits; relative error ~1e-7), the argument clamped to [-87, 88.7] so that 2^n stays a
 // normal float up to 2^128, whose bits are infinity (exp past ~88.4 is infinity, as it should be).

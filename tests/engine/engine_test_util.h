@@ -65,9 +65,15 @@ inline const ModelDirectory& TinyModel() {
 }
 
 inline std::unique_ptr<Engine> MakeEngine(int tp, int skip_layer = -1, int threads = 2,
-                                          cpu::LinearKernel kernel = cpu::BestLinearKernel()) {
-  EngineOptions options{.tp = tp, .threads = threads, .block_size = 4, .kv_cache_mb = 16,
-                        .linear_kernel = kernel, .skip_mlp_allreduce_layer = skip_layer};
+                                          cpu::LinearKernel kernel = cpu::BestLinearKernel(),
+                                          cpu::KvDtype kv_dtype = cpu::KvDtype::kF32) {
+  EngineOptions options{.tp = tp,
+                        .threads = threads,
+                        .block_size = 4,
+                        .kv_cache_mb = 16,
+                        .linear_kernel = kernel,
+                        .kv_cache_dtype = kv_dtype,
+                        .skip_mlp_allreduce_layer = skip_layer};
   auto engine = Engine::Create(TinyModel(), options);
   EXPECT_TRUE(engine.ok()) << engine.status().ToString();
   return std::move(engine).value();

@@ -16,7 +16,10 @@ using Matrix = std::vector<double>;  // row-major
 
 class ReferenceLlama {
  public:
-  explicit ReferenceLlama(const ModelDirectory& model) : c_(model.config) {
+  // round_kv: each key and value element rounded to the nearest bf16 (ties to even) once computed,
+  // as a bf16 KV cache stores it.
+  explicit ReferenceLlama(const ModelDirectory& model, bool round_kv = false)
+      : c_(model.config), round_kv_(round_kv) {
     for (const WeightSpec& spec : ExpectedWeights(c_)) {
       HostTensor t = model.checkpoint.Read(spec.name, DType::kF32).value();
       weights_[spec.name] = Matrix(t.view<float>().begin(), t.view<float>().end());
@@ -45,6 +48,10 @@ class ReferenceLlama {
         }
         Rotate(q[t], c_.num_heads, t);
         Rotate(k[t], c_.num_kv_heads, t);
+        if (round_kv_) {
+          for (double& e : k[t]) e = RoundToBf16(e);
+          for (double& e : v[t]) e = RoundToBf16(e);
+        }
       }
       const int group = c_.num_heads / c_.num_kv_heads;
       for (int t = 0; t < n; ++t) {
@@ -88,6 +95,15 @@ class ReferenceLlama {
     }
     return y;
   }
+  // The bf16 nearest to x (8 significant bits; a tie goes to the even one), by frexp: 0.5 <= |m|
+  // < 1.
+  static double RoundToBf16(double x) {
+    if (x == 0 || !std::isfinite(x)) return x;
+    int exponent = 0;
+    const double mantissa = std::frexp(x, &exponent);
+    return std::ldexp(std::nearbyint(std::ldexp(mantissa, 8)),
+                      exponent - 8);  // FE_TONEAREST: ties to even
+  }
   static void AddTo(Matrix& x, const Matrix& y) {
     for (size_t i = 0; i < x.size(); ++i) x[i] += y[i];
   }
@@ -129,6 +145,7 @@ class ReferenceLlama {
   }
 
   const ModelConfig& c_;
+  bool round_kv_;
   std::map<std::string, Matrix> weights_;
 };
 
@@ -160,6 +177,38 @@ TEST_P(ReferenceForward, EngineMatchesFloat64ReferenceAtTp1AndTp2) {
       EXPECT_GT(std::sqrt(spread / want.size()), 1.0);
       EXPECT_LT(worst, 5e-3) << cpu::LinearKernelName(kernel) << " tp " << tp << " step " << step;
     }
+  }
+}
+
+// --kv-cache-dtype bf16: the engine against the reference that rounds its keys and values to bf16
+// as they are computed (in float64, where the engine rounds its f32 ones: a handful of elements
+// within 1e-6 of a rounding boundary may round the other way). Without the rounding the reference
+// is further from the engine than with it, so the cache really holds bf16.
+TEST(ReferenceForwardBf16Kv, EngineMatchesTheReferenceWithItsKeysAndValuesRoundedToBf16) {
+  const ModelDirectory& model = testing::TinyModel();
+  const std::vector<int32_t> prompt = {128000, 9906, 11, 1917, 0, 358, 1097, 264};
+  const std::vector<int32_t> forced = {1234, 56789, 42};
+  std::vector<int32_t> all = prompt;
+  all.insert(all.end(), forced.begin(), forced.end());
+  const auto rounded = ReferenceLlama(model, /*round_kv=*/true).Forward(all);
+  const auto exact = ReferenceLlama(model).Forward(all);
+  for (int tp : {1, 2}) {
+    auto engine = testing::MakeEngine(tp, -1, 2, cpu::BestLinearKernel(), cpu::KvDtype::kBf16);
+    const auto rows = testing::RunForced(*engine, prompt, forced);
+    double worst_rounded = 0, worst_exact = 0;
+    for (size_t step = 0; step < rows.size(); ++step) {
+      const size_t position = prompt.size() - 1 + step;
+      for (size_t i = 0; i < rows[step].size(); ++i) {
+        worst_rounded = std::max(worst_rounded, std::abs(rows[step][i] - rounded[position][i]));
+        worst_exact = std::max(worst_exact, std::abs(rows[step][i] - exact[position][i]));
+      }
+    }
+    EXPECT_LT(worst_rounded, 5e-3) << "tp " << tp;
+    EXPECT_LT(worst_rounded, worst_exact / 4)
+        << "tp " << tp << ": the rounded reference explains the bf16 cache";
+    std::printf(
+        "tp %d: worst |logit - reference| %.2e with the keys and values rounded, %.2e without\n",
+        tp, worst_rounded, worst_exact);
   }
 }
 

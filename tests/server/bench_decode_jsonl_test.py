@@ -16,7 +16,7 @@ import tempfile
 TPSERVE, MODEL = sys.argv[1], sys.argv[2]
 TOP_KEYS = {"device", "device_name", "model", "read_gb_per_s", "threads", "untraced_step_ms", "trace_overhead",
             "rows", "prefill_rows"}
-ROW_KEYS = {"kernel", "tp", "batch", "context", "step_ms", "tokens_per_s", "vs_batch1", "compute_ms", "comm_ms",
+ROW_KEYS = {"kernel", "kv_cache_dtype", "tp", "batch", "context", "step_ms", "tokens_per_s", "vs_batch1", "compute_ms", "comm_ms",
             "host_ms", "comm_share", "allreduce_bytes", "allreduce_us", "weight_bytes", "ceiling_tokens_per_s",
             "fraction_of_ceiling", "fraction_of_paired_read", "paired_read_ms", "op_ms"}
 failures = []
@@ -53,7 +53,7 @@ check(document.get("prefill_rows") == [], "--json: no prefill rows without --pre
 check(all(r.get("paired_read_ms", 0) > 0 and r.get("fraction_of_paired_read", 0) > 0 for r in rows),
       "CPU: every row has its paired read (on by default)")
 
-PREFILL_KEYS = {"kernel", "tp", "tokens", "step_ms", "tokens_per_s", "compute_ms", "comm_ms", "host_ms", "op_ms"}
+PREFILL_KEYS = {"kernel", "kv_cache_dtype", "tp", "tokens", "step_ms", "tokens_per_s", "compute_ms", "comm_ms", "host_ms", "op_ms"}
 run = subprocess.run([TPSERVE, "bench-decode", "--model", MODEL, "--device", "cpu", "--tp", "1,2", "--batch", "1,2",
                       "--context", "8", "--steps", "2", "--threads", "2", "--prefill", "8,64", "--prefill-repeats", "2",
                       "--no-paired-read", "--json"], capture_output=True, text=True, timeout=120)

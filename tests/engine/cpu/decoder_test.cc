@@ -78,14 +78,16 @@ TEST(TensorParallel, SkippingOneAllReduceIsCaught) {
 }
 
 // A sequence's logits are bitwise identical whatever else shares its batch.
-// (tp, kernel): each kernel keeps its own arithmetic fixed whatever the batch; companions' prompts
-// of up to 23 tokens make prefill steps of over 128 tokens (the AMX kernel's second pass).
-class BatchInvariance : public ::testing::TestWithParam<std::tuple<int, cpu::LinearKernel>> {};
+// (tp, kernel, KV cache dtype): each kernel keeps its own arithmetic fixed whatever the batch;
+// companions' prompts of up to 23 tokens make prefill steps of over 128 tokens (the AMX kernel's
+// second pass).
+class BatchInvariance
+    : public ::testing::TestWithParam<std::tuple<int, cpu::LinearKernel, cpu::KvDtype>> {};
 
 TEST_P(BatchInvariance, LogitsDoNotDependOnBatchMates) {
-  const auto [tp, kernel] = GetParam();
+  const auto [tp, kernel, kv_dtype] = GetParam();
   if (!cpu::LinearKernelAvailable(kernel)) GTEST_SKIP() << cpu::LinearKernelName(kernel) << " does not run here";
-  auto engine = MakeEngine(tp, -1, 2, kernel);
+  auto engine = MakeEngine(tp, -1, 2, kernel, kv_dtype);
   const std::vector<int32_t> forced = {400, 500, 600};
   const auto alone = RunForced(*engine, kPrompt, forced);
 
@@ -117,7 +119,8 @@ TEST_P(BatchInvariance, LogitsDoNotDependOnBatchMates) {
       ASSERT_EQ(result->logit_rows, batch);
       const float* row = result->logits.data() + target * 128256;
       EXPECT_EQ(0, std::memcmp(row, alone[step].data(), 128256 * sizeof(float)))
-          << cpu::LinearKernelName(kernel) << " tp " << tp << " batch " << batch << " step " << step;
+          << cpu::LinearKernelName(kernel) << " kv " << cpu::KvDtypeName(kv_dtype) << " tp " << tp
+          << " batch " << batch << " step " << step;
     }
     for (const auto& s : seqs) {
       for (int32_t b : s.block_table) engine->block_pool().Free(b);
@@ -125,14 +128,25 @@ TEST_P(BatchInvariance, LogitsDoNotDependOnBatchMates) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(DegreesAndKernels, BatchInvariance,
+std::string BatchInvarianceName(const ::testing::TestParamInfo<BatchInvariance::ParamType>& info) {
+  return "tp" + std::to_string(std::get<0>(info.param)) + "_" +
+         cpu::LinearKernelName(std::get<1>(info.param)) +
+         (std::get<2>(info.param) == cpu::KvDtype::kBf16 ? "_bf16kv" : "");
+}
+INSTANTIATE_TEST_SUITE_P(
+    DegreesAndKernels, BatchInvariance,
+    ::testing::Combine(::testing::Values(1, 2),
+                       ::testing::Values(cpu::LinearKernel::kAmx, cpu::LinearKernel::kAvx512Bf16,
+                                         cpu::LinearKernel::kAvx512, cpu::LinearKernel::kAvx2),
+                       ::testing::Values(cpu::KvDtype::kF32)),
+    BatchInvarianceName);
+// The bf16 KV cache with the kernel auto picks (its attention reads bf16; the Linears do not
+// change).
+INSTANTIATE_TEST_SUITE_P(Bf16KvCache, BatchInvariance,
                          ::testing::Combine(::testing::Values(1, 2),
-                                            ::testing::Values(cpu::LinearKernel::kAmx, cpu::LinearKernel::kAvx512Bf16,
-                                                              cpu::LinearKernel::kAvx512, cpu::LinearKernel::kAvx2)),
-                         [](const auto& param_info) {
-                           return "tp" + std::to_string(std::get<0>(param_info.param)) + "_" +
-                                  cpu::LinearKernelName(std::get<1>(param_info.param));
-                         });
+                                            ::testing::Values(cpu::BestLinearKernel()),
+                                            ::testing::Values(cpu::KvDtype::kBf16)),
+                         BatchInvarianceName);
 
 // The engine samples (the contract every backend keeps): one token per sequence that wants one,
 // in plan order, with its parameters, its bans and its draw number.
