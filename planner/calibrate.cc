@@ -152,13 +152,19 @@ Status FitDecode(const std::vector<json>& decodes, const CalibrateInputs& in, Ca
     const json& d = decodes[file];
     ASSIGN_OR_RETURN(ModelConfig shape, ShapeFromBenchDecode(d.value("model", json()), in.bench_decode[file]));
     const int activation_bytes = d.value("device", std::string("cpu")) == "cpu" ? 4 : 2;
-    const EngineTraits traits{.kv_bytes = activation_bytes, .allreduce_bytes = activation_bytes};
+    // A row's KV cache holds its kv_cache_dtype (bench-decode --kv-cache-dtype; rows written before
+    // it existed: the activations' type).
+    auto traits_of = [&](const json& row) {
+      const std::string kv = row.value("kv_cache_dtype", std::string());
+      const int kv_bytes = kv == "bf16" ? 2 : kv == "f32" ? 4 : activation_bytes;
+      return EngineTraits{.kv_bytes = kv_bytes, .allreduce_bytes = activation_bytes};
+    };
     if (p.device_kind == "cpu") p.memory_bandwidth_gb_s = d.value("read_gb_per_s", p.memory_bandwidth_gb_s);
     peak.memory_bandwidth_gb_s = p.memory_bandwidth_gb_s;
     for (const json& row : d.value("rows", json::array())) {
       const DecodePoint point{row.value("tp", 1), row.value("batch", 1), row.value("context", 1), 2};
       if (row.value("compute_ms", 0.0) <= 0) continue;
-      Sample s{point.batch, true, ComputeTermsAt(shape, peak, traits, point), 0, 0, 0, 0};
+      Sample s{point.batch, true, ComputeTermsAt(shape, peak, traits_of(row), point), 0, 0, 0, 0};
       measured(row, &s);
       samples.push_back(s);
     }
@@ -166,7 +172,7 @@ Status FitDecode(const std::vector<json>& decodes, const CalibrateInputs& in, Ca
       const int tokens = row.value("tokens", 0);
       if (row.value("compute_ms", 0.0) <= 0 || tokens < 1) continue;
       const StepShape step = PromptStepShape(tokens, row.value("tp", 1), 2, peak.attention_query_tile);
-      Sample s{tokens, false, ComputeTermsFor(shape, peak, traits, step), 0, 0, 0, 0};
+      Sample s{tokens, false, ComputeTermsFor(shape, peak, traits_of(row), step), 0, 0, 0, 0};
       measured(row, &s);
       samples.push_back(s);
     }

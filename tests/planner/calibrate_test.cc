@@ -288,6 +288,29 @@ TEST(Calibrate, FitsTheGemmRateRisingWithTheRowsFromDecodeAndPrefillSteps) {
   ASSERT_TRUE(step.ok());
   EXPECT_NEAR(step->gemm_ms + step->lm_head_ms, gemm_ms(256, 1), 1e-6 * gemm_ms(256, 1));
   EXPECT_NEAR(step->attention_ms, attention_ms(256 * 257 / 2.0), 1e-9);
+  // The same machine with a bf16 KV cache (bench-decode --kv-cache-dtype bf16): attention reads
+  // half the bytes at the same quarter of the bandwidth, so its steps' attention takes half the
+  // time; the rows say so, and the fit finds the same efficiency (read as f32, the rate would seem
+  // twice it).
+  for (const bool tagged : {true, false}) {
+    nlohmann::json bf16 = report;
+    for (const char* rows : {"rows", "prefill_rows"}) {
+      for (nlohmann::json& row : bf16[rows]) {
+        const double half = row["op_ms"]["attention"].get<double>() / 2;
+        row["op_ms"]["attention"] = half;
+        row["compute_ms"] = row["compute_ms"].get<double>() - half;
+        row["step_ms"] = row["step_ms"].get<double>() - half;
+        if (tagged) row["kv_cache_dtype"] = "bf16";
+      }
+    }
+    std::ofstream(path) << bf16.dump();
+    calibration = Calibrate({.bench_decode = {path.string()}, .date = "2026-12-06"});
+    std::filesystem::remove(path);
+    ASSERT_TRUE(calibration.ok()) << calibration.status().ToString();
+    EXPECT_NEAR(calibration->profile.attention_efficiency, tagged ? 0.25 : 0.5, 1e-9)
+        << (tagged ? "bf16" : "untagged");
+    EXPECT_NEAR(calibration->profile.memory_efficiency, 0.5, 1e-9);
+  }
   // One row count: one rate, no rise.
   report["prefill_rows"] = nlohmann::json::array({report["prefill_rows"][2]});
   report["rows"] = nlohmann::json::array({report["rows"][0]});
