@@ -286,9 +286,10 @@ int Run(const ServeOptions& options) {
   }
   loop.Start();
   server->GetHealthCheckService()->SetServingStatus(true);
-  spdlog::info("serving {} ({}, tp={}, {} KV blocks of {} tokens, max batch {}, max queue {})",
+  spdlog::info("serving {} ({}, tp={}, {} KV blocks of {} tokens in {}, max batch {}, max queue {})",
                model->path, model->config.architecture_name, engine_options.tp,
                (*engine)->block_pool().total_blocks(), (*engine)->block_size(),
+               cpu::KvDtypeName(engine_options.kv_cache_dtype),
                loop_options.scheduler.max_batch_size, loop_options.max_queue);
   spdlog::info("access: {}, {}", access->tls() ? "TLS" : "plaintext (no TLS)",
                access->requires_key() ? "API key required (reflection off)" : "no API key");
