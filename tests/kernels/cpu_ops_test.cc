@@ -93,99 +93,110 @@ struct TestKvCache {
 // the values it holds).
 TEST(Attention, MatchesNaiveSoftmaxOverPagedBlocks) {
   struct Case {
+    KvDtype dtype;
     int d, length;
   };
-  for (const KvDtype dtype : {KvDtype::kF32, KvDtype::kBf16})
-    for (const Case c :
-         {Case{8, 7}, Case{64, 200}, Case{72, 33}, Case{128, 47}, Case{64, 16}, Case{64, 1}}) {
-      const int heads = 6, kv_heads = 2, d = c.d, block_size = 3, length = c.length;
-      const int blocks = (length + block_size - 1) / block_size;
-      std::mt19937 random(3);
-      std::normal_distribution<float> normal;
-      std::vector<int32_t> block_table(blocks);
-      for (int b = 0; b < blocks; ++b)
-        block_table[b] = (b * 5 + 2) % blocks;  // 5 and blocks coprime
-      std::vector<float> key_values(static_cast<size_t>(blocks) * block_size * kv_heads * d),
-          value_values(key_values.size());
-      for (auto& v : key_values) v = normal(random);
-      for (auto& v : value_values) v = normal(random);
-      const TestKvCache key_cache(key_values, dtype), value_cache(value_values, dtype);
-      const std::vector<float>&keys = key_cache.held, &values = value_cache.held;
-      std::vector<float> q(heads * d);
-      for (auto& v : q) v = normal(random);
-      std::vector<float> out(heads * d), scores(static_cast<size_t>(heads / kv_heads) * length);
-      const float scale = 0.3f;
-      AttendOneToken(q.data(), heads,
-                     {key_cache.data(), value_cache.data(), block_size, kv_heads, d, dtype},
-                     block_table.data(), length, scale, out.data(), scores.data());
-      auto at = [&](const std::vector<float>& cache, int p, int kv_head) {
-        const size_t block = block_table[p / block_size];  // head-major: [block, kv head, slot, d]
-        return &cache[((block * kv_heads + kv_head) * block_size + p % block_size) * d];
-      };
-      for (int h = 0; h < heads; ++h) {
-        const int kv_head = h / (heads / kv_heads);
-        std::vector<double> s(length);
-        double max_s = -1e300, z = 0;
-        for (int p = 0; p < length; ++p) {
-          double dot = 0;
-          for (int i = 0; i < d; ++i)
-            dot += static_cast<double>(q[h * d + i]) * at(keys, p, kv_head)[i];
-          s[p] = dot * scale;
-          max_s = std::max(max_s, s[p]);
-        }
-        for (double& v : s) z += (v = std::exp(v - max_s));
-        for (int i = 0; i < d; ++i) {
-          double expected = 0;
-          for (int p = 0; p < length; ++p) expected += s[p] / z * at(values, p, kv_head)[i];
-          ASSERT_NEAR(out[h * d + i], expected, 1e-5)
-              << KvDtypeName(dtype) << " d " << d << " length " << length << " head " << h << " "
-              << i;
-        }
+  std::vector<Case> cases;
+  for (const KvDtype dtype : {KvDtype::kF32, KvDtype::kBf16}) {
+    for (const Case c : {Case{dtype, 8, 7}, Case{dtype, 64, 200}, Case{dtype, 72, 33},
+                         Case{dtype, 128, 47}, Case{dtype, 64, 16}, Case{dtype, 64, 1}}) {
+      cases.push_back(c);
+    }
+  }
+  for (const Case c : cases) {
+    const int heads = 6, kv_heads = 2, d = c.d, block_size = 3, length = c.length;
+    const int blocks = (length + block_size - 1) / block_size;
+    std::mt19937 random(3);
+    std::normal_distribution<float> normal;
+    std::vector<int32_t> block_table(blocks);
+    for (int b = 0; b < blocks; ++b) block_table[b] = (b * 5 + 2) % blocks;  // 5 and blocks coprime
+    // The keys' values, then the values' values.
+    std::vector<float> stored(static_cast<size_t>(blocks) * block_size * kv_heads * d * 2);
+    for (auto& v : stored) v = normal(random);
+    const size_t half = stored.size() / 2;
+    const TestKvCache key_cache({stored.begin(), stored.begin() + half}, c.dtype),
+        value_cache({stored.begin() + half, stored.end()}, c.dtype);
+    const std::vector<float>& keys = key_cache.held;
+    const std::vector<float>& values = value_cache.held;
+    std::vector<float> q(heads * d);
+    for (auto& v : q) v = normal(random);
+    std::vector<float> out(heads * d), scores(static_cast<size_t>(heads / kv_heads) * length);
+    const float scale = 0.3f;
+    AttendOneToken(q.data(), heads,
+                   {key_cache.data(), value_cache.data(), block_size, kv_heads, d, c.dtype},
+                   block_table.data(), length, scale, out.data(), scores.data());
+    auto at = [&](const std::vector<float>& cache, int p, int kv_head) {
+      const size_t block = block_table[p / block_size];  // head-major: [block, kv head, slot, d]
+      return &cache[((block * kv_heads + kv_head) * block_size + p % block_size) * d];
+    };
+    for (int h = 0; h < heads; ++h) {
+      const int kv_head = h / (heads / kv_heads);
+      std::vector<double> s(length);
+      double max_s = -1e300, z = 0;
+      for (int p = 0; p < length; ++p) {
+        double dot = 0;
+        for (int i = 0; i < d; ++i)
+          dot += static_cast<double>(q[h * d + i]) * at(keys, p, kv_head)[i];
+        s[p] = dot * scale;
+        max_s = std::max(max_s, s[p]);
+      }
+      for (double& v : s) z += (v = std::exp(v - max_s));
+      for (int i = 0; i < d; ++i) {
+        double expected = 0;
+        for (int p = 0; p < length; ++p) expected += s[p] / z * at(values, p, kv_head)[i];
+        ASSERT_NEAR(out[h * d + i], expected, 1e-5)
+            << KvDtypeName(c.dtype) << " d " << d << " length " << length << " head " << h << " "
+            << i;
       }
     }
+  }
 }
 
 // The decoder cuts a KV group's query heads into parts by batch size and thread count: a head's
 // output must be bitwise the same whether it shares its pass over K and V with 0, 1, 2 or 3 other
 // heads, or is one of 8 split into passes of 4 (decode's batch invariance rests on it).
 TEST(Attention, HeadsGivesEachHeadTheSameBitsHoweverGrouped) {
-  for (const KvDtype dtype : {KvDtype::kF32, KvDtype::kBf16})
-    for (const int d : {64, 128, 40}) {
-      const int heads = 16, kv_heads = 2, group = heads / kv_heads, block_size = 16, length = 77;
-      const int blocks = (length + block_size - 1) / block_size;
-      std::mt19937 random(5);
-      std::normal_distribution<float> normal;
-      std::vector<int32_t> block_table(blocks);
-      for (int b = 0; b < blocks; ++b) block_table[b] = blocks - 1 - b;
-      std::vector<float> key_values(static_cast<size_t>(blocks) * block_size * kv_heads * d),
-          value_values(key_values.size());
-      for (auto& v : key_values) v = normal(random);
-      for (auto& v : value_values) v = normal(random);
-      const TestKvCache keys(key_values, dtype), values(value_values, dtype);
-      std::vector<float> q(heads * d);
-      for (auto& v : q) v = normal(random);
-      const KvLayerView kv{keys.data(), values.data(), block_size, kv_heads, d, dtype};
-      std::vector<float> scores(static_cast<size_t>(kMaxHeadsPerPass) * length);
-      std::vector<float> alone(heads * d), grouped(heads * d);
-      for (int h = 0; h < heads; ++h) {
-        AttendHeads(q.data(), h, 1, heads, kv, block_table.data(), length, 0.2f, alone.data(),
-                    scores.data());
+  for (const auto& [dtype, d] : std::vector<std::pair<KvDtype, int>>{{KvDtype::kF32, 64},
+                                                                     {KvDtype::kF32, 128},
+                                                                     {KvDtype::kF32, 40},
+                                                                     {KvDtype::kBf16, 64},
+                                                                     {KvDtype::kBf16, 128},
+                                                                     {KvDtype::kBf16, 40}}) {
+    const int heads = 16, kv_heads = 2, group = heads / kv_heads, block_size = 16, length = 77;
+    const int blocks = (length + block_size - 1) / block_size;
+    std::mt19937 random(5);
+    std::normal_distribution<float> normal;
+    std::vector<int32_t> block_table(blocks);
+    for (int b = 0; b < blocks; ++b) block_table[b] = blocks - 1 - b;
+    std::vector<float> key_values(static_cast<size_t>(blocks) * block_size * kv_heads * d),
+        value_values(key_values.size());
+    for (auto& v : key_values) v = normal(random);
+    for (auto& v : value_values) v = normal(random);
+    const TestKvCache keys(key_values, dtype), values(value_values, dtype);
+    std::vector<float> q(heads * d);
+    for (auto& v : q) v = normal(random);
+    const KvLayerView kv{keys.data(), values.data(), block_size, kv_heads, d, dtype};
+    std::vector<float> scores(static_cast<size_t>(kMaxHeadsPerPass) * length);
+    std::vector<float> alone(heads * d), grouped(heads * d);
+    for (int h = 0; h < heads; ++h) {
+      AttendHeads(q.data(), h, 1, heads, kv, block_table.data(), length, 0.2f, alone.data(),
+                  scores.data());
+    }
+    for (const int part : {2, 3, 4, group}) {
+      std::fill(grouped.begin(), grouped.end(), -1.0f);
+      for (int g = 0; g < kv_heads; ++g) {
+        for (int first = g * group; first < (g + 1) * group; first += part) {
+          const int count = std::min(part, (g + 1) * group - first);
+          AttendHeads(q.data(), first, count, heads, kv, block_table.data(), length, 0.2f,
+                      grouped.data(), scores.data());
+        }
       }
-      for (const int part : {2, 3, 4, group}) {
-        std::fill(grouped.begin(), grouped.end(), -1.0f);
-        for (int g = 0; g < kv_heads; ++g) {
-          for (int first = g * group; first < (g + 1) * group; first += part) {
-            const int count = std::min(part, (g + 1) * group - first);
-            AttendHeads(q.data(), first, count, heads, kv, block_table.data(), length, 0.2f,
-                        grouped.data(), scores.data());
-          }
-        }
-        for (int i = 0; i < heads * d; ++i) {
-          ASSERT_EQ(grouped[i], alone[i])
-              << KvDtypeName(dtype) << " d " << d << " heads a call " << part << " element " << i;
-        }
+      for (int i = 0; i < heads * d; ++i) {
+        ASSERT_EQ(grouped[i], alone[i])
+            << KvDtypeName(dtype) << " d " << d << " heads a call " << part << " element " << i;
       }
     }
+  }
 }
 
 // Rows long enough for the 16-element steps, with a tail (n % 16 != 0) and without, against the
