@@ -32,19 +32,12 @@ struct Point {
 
 // One engine per (kernel, KV dtype, tp), its KV cache sized for the largest batch × context of the
 // sweep, reused for every point (a model's weights load once per TP degree, not once per point).
-Result<std::unique_ptr<Engine>> CreateBenchEngine(const ModelDirectory& model,
-                                                  const DecodeBenchOptions& o,
-                                                  cpu::LinearKernel kernel, cpu::KvDtype kv_dtype,
-                                                  int tp, int threads) {
-  EngineOptions engine_options{.device = o.device,
-                               .tp = tp,
-                               .threads = threads,
-                               .block_size = 16,
-                               .share_gpu = o.share_gpu,
-                               .collective_timeout_ms = o.collective_timeout_ms,
-                               .return_logits = false,
-                               .linear_kernel = kernel,
-                               .kv_cache_dtype = kv_dtype};
+Result<std::unique_ptr<Engine>> CreateBenchEngine(const ModelDirectory& model, const DecodeBenchOptions& o,
+                                                  cpu::LinearKernel kernel, cpu::KvDtype kv_dtype, int tp,
+                                                  int threads) {
+  EngineOptions engine_options{.device = o.device, .tp = tp, .threads = threads, .block_size = 16,
+                               .share_gpu = o.share_gpu, .collective_timeout_ms = o.collective_timeout_ms,
+                               .return_logits = false, .linear_kernel = kernel, .kv_cache_dtype = kv_dtype};
   engine_options.allreduce = o.allreduce;
   engine_options.allreduce_table = o.allreduce_table;
   if (o.cuda_graphs) {
@@ -218,13 +211,12 @@ Result<double> MeasureReadBandwidth(const ModelConfig& config, const DecodeBench
   return cpu::MeasureMemoryBandwidth(std::max<size_t>(size_t{1} << 30, twice_weights), 5, &pool).read_gb_per_s;
 }
 
-// Tokens/s over the batch-1 row of the same kernel, KV dtype, tp and context among `rows` (0:
-// none).
+// Tokens/s over the batch-1 row of the same kernel, KV dtype, tp and context among `rows` (0: none).
 double VsBatch1(const std::vector<DecodeBenchRow>& rows, const DecodeBenchRow& row) {
   double vs_batch1 = 0;
   for (const DecodeBenchRow& single : rows) {
-    if (single.batch == 1 && single.kernel == row.kernel && single.kv_dtype == row.kv_dtype &&
-        single.tp == row.tp && single.context == row.context) {
+    if (single.batch == 1 && single.kernel == row.kernel && single.kv_dtype == row.kv_dtype && single.tp == row.tp &&
+        single.context == row.context) {
       vs_batch1 = row.tokens_per_s / single.tokens_per_s;
     }
   }
@@ -232,39 +224,25 @@ double VsBatch1(const std::vector<DecodeBenchRow>& rows, const DecodeBenchRow& r
 }
 
 nlohmann::json RowJson(const DecodeBenchRow& row) {
-  return {{"kernel", cpu::LinearKernelName(row.kernel)},
-          {"kv_cache_dtype", cpu::KvDtypeName(row.kv_dtype)},
-          {"tp", row.tp},
-          {"batch", row.batch},
-          {"context", row.context},
-          {"step_ms", row.step_ms},
-          {"tokens_per_s", row.tokens_per_s},
-          {"vs_batch1", row.vs_batch1},
+  return {{"kernel", cpu::LinearKernelName(row.kernel)}, {"kv_cache_dtype", cpu::KvDtypeName(row.kv_dtype)},
+          {"tp", row.tp}, {"batch", row.batch},
+          {"context", row.context}, {"step_ms", row.step_ms},
+          {"tokens_per_s", row.tokens_per_s}, {"vs_batch1", row.vs_batch1},
           {"compute_ms", row.compute_ms},
-          {"comm_ms", row.comm_ms},
-          {"host_ms", row.host_ms},
-          {"comm_share", row.comm_share},
-          {"allreduce_bytes", row.allreduce_bytes},
-          {"allreduce_us", row.allreduce_us},
-          {"weight_bytes", row.weight_bytes},
+          {"comm_ms", row.comm_ms}, {"host_ms", row.host_ms},
+          {"comm_share", row.comm_share}, {"allreduce_bytes", row.allreduce_bytes},
+          {"allreduce_us", row.allreduce_us}, {"weight_bytes", row.weight_bytes},
           {"ceiling_tokens_per_s", row.ceiling_tokens_per_s},
           {"fraction_of_ceiling", row.fraction_of_ceiling},
-          {"fraction_of_paired_read", row.fraction_of_paired_read},
-          {"paired_read_ms", row.paired_read_ms},
+          {"fraction_of_paired_read", row.fraction_of_paired_read}, {"paired_read_ms", row.paired_read_ms},
           {"op_ms", row.op_ms}};
 }
 
 nlohmann::json PrefillRowJson(const PrefillBenchRow& row) {
-  return {{"kernel", cpu::LinearKernelName(row.kernel)},
-          {"kv_cache_dtype", cpu::KvDtypeName(row.kv_dtype)},
-          {"tp", row.tp},
-          {"tokens", row.tokens},
-          {"step_ms", row.step_ms},
-          {"tokens_per_s", row.tokens_per_s},
-          {"compute_ms", row.compute_ms},
-          {"comm_ms", row.comm_ms},
-          {"host_ms", row.host_ms},
-          {"op_ms", row.op_ms}};
+  return {{"kernel", cpu::LinearKernelName(row.kernel)}, {"kv_cache_dtype", cpu::KvDtypeName(row.kv_dtype)},
+          {"tp", row.tp}, {"tokens", row.tokens},
+          {"step_ms", row.step_ms}, {"tokens_per_s", row.tokens_per_s}, {"compute_ms", row.compute_ms},
+          {"comm_ms", row.comm_ms}, {"host_ms", row.host_ms}, {"op_ms", row.op_ms}};
 }
 
 }  // namespace
@@ -318,58 +296,57 @@ Result<DecodeBenchReport> RunDecodeBench(const DecodeBenchOptions& o, const Deco
   ASSIGN_OR_RETURN(report.read_gb_per_s, MeasureReadBandwidth(model.config, o, report.threads));
   const std::vector<cpu::LinearKernel> kernels =
       o.device == DeviceKind::kCuda ? std::vector<cpu::LinearKernel>{o.kernels.front()} : o.kernels;
-  const std::vector<cpu::KvDtype> kv_dtypes =
-      o.device == DeviceKind::kCuda ? std::vector<cpu::KvDtype>{cpu::KvDtype::kF32} : o.kv_dtypes;
+  // One engine set per (kernel, KV dtype), in the order given (CUDA: its f32 cache alone).
+  std::vector<std::pair<cpu::LinearKernel, cpu::KvDtype>> engine_kinds;
+  for (cpu::LinearKernel kernel : kernels) {
+    for (cpu::KvDtype kv_dtype : o.device == DeviceKind::kCuda ? std::vector{cpu::KvDtype::kF32} : o.kv_dtypes) {
+      engine_kinds.emplace_back(kernel, kv_dtype);
+    }
+  }
   std::unique_ptr<cpu::PairedRead> paired;
   if (o.device == DeviceKind::kCpu && o.paired_read) {
     paired = std::make_unique<cpu::PairedRead>(static_cast<size_t>(StreamedWeightBytes(model.config)),
                                                report.threads);
   }
-  for (cpu::LinearKernel kernel : kernels) {
-    for (cpu::KvDtype kv_dtype : kv_dtypes) {
-      for (int tp : o.tp) {
-        ASSIGN_OR_RETURN(auto engine,
-                         CreateBenchEngine(model, o, kernel, kv_dtype, tp, report.threads));
-        for (int batch : o.batch) {
-          for (int context : o.context) {
-            const Point point{batch, context};
-            ASSIGN_OR_RETURN(DecodeBenchRow row,
-                             MeasureOne(*engine, model, o, point, paired.get()));
-            row.kernel = kernel;
-            row.kv_dtype = kv_dtype;
-            row.ceiling_tokens_per_s = batch * report.read_gb_per_s * 1e9 / row.weight_bytes;
-            row.fraction_of_ceiling = row.tokens_per_s / row.ceiling_tokens_per_s;
-            if (o.trace_overhead && report.rows.empty()) {
-              // Traced and untraced runs alternate three times each on the same engine, so drift in
-              // machine load shows up on both sides; medians of the per-run medians.
-              std::vector<double> traced = {row.step_ms}, untraced;
-              for (int repeat = 0; repeat < 3; ++repeat) {
-                engine->set_trace(false);
-                ASSIGN_OR_RETURN(DecodeBenchRow off,
-                                 MeasureOne(*engine, model, o, point, paired.get()));
-                engine->set_trace(true);
-                untraced.push_back(off.step_ms);
-                if (repeat < 2) {
-                  ASSIGN_OR_RETURN(DecodeBenchRow on,
-                                   MeasureOne(*engine, model, o, point, paired.get()));
-                  traced.push_back(on.step_ms);
-                }
-              }
-              report.untraced_step_ms = Median(untraced);
-              report.trace_overhead = Median(traced) / report.untraced_step_ms - 1;
-            }
-            report.rows.push_back(row);
-            report.rows.back().vs_batch1 = VsBatch1(report.rows, report.rows.back());
-            if (on_row) on_row(report, report.rows.back());
-          }
-        }
-        int64_t step_id = 0;
-        for (int tokens : o.prefill) {
-          ASSIGN_OR_RETURN(PrefillBenchRow row, MeasurePrefill(*engine, o, tokens, &step_id));
+  for (const auto& [kernel, kv_dtype] : engine_kinds) {
+    for (int tp : o.tp) {
+      ASSIGN_OR_RETURN(auto engine, CreateBenchEngine(model, o, kernel, kv_dtype, tp, report.threads));
+      for (int batch : o.batch) {
+        for (int context : o.context) {
+          const Point point{batch, context};
+          ASSIGN_OR_RETURN(DecodeBenchRow row, MeasureOne(*engine, model, o, point, paired.get()));
           row.kernel = kernel;
           row.kv_dtype = kv_dtype;
-          report.prefill_rows.push_back(std::move(row));
+          row.ceiling_tokens_per_s = batch * report.read_gb_per_s * 1e9 / row.weight_bytes;
+          row.fraction_of_ceiling = row.tokens_per_s / row.ceiling_tokens_per_s;
+          if (o.trace_overhead && report.rows.empty()) {
+            // Traced and untraced runs alternate three times each on the same engine, so drift in
+            // machine load shows up on both sides; medians of the per-run medians.
+            std::vector<double> traced = {row.step_ms}, untraced;
+            for (int repeat = 0; repeat < 3; ++repeat) {
+              engine->set_trace(false);
+              ASSIGN_OR_RETURN(DecodeBenchRow off, MeasureOne(*engine, model, o, point, paired.get()));
+              engine->set_trace(true);
+              untraced.push_back(off.step_ms);
+              if (repeat < 2) {
+                ASSIGN_OR_RETURN(DecodeBenchRow on, MeasureOne(*engine, model, o, point, paired.get()));
+                traced.push_back(on.step_ms);
+              }
+            }
+            report.untraced_step_ms = Median(untraced);
+            report.trace_overhead = Median(traced) / report.untraced_step_ms - 1;
+          }
+          report.rows.push_back(row);
+          report.rows.back().vs_batch1 = VsBatch1(report.rows, report.rows.back());
+          if (on_row) on_row(report, report.rows.back());
         }
+      }
+      int64_t step_id = 0;
+      for (int tokens : o.prefill) {
+        ASSIGN_OR_RETURN(PrefillBenchRow row, MeasurePrefill(*engine, o, tokens, &step_id));
+        row.kernel = kernel;
+        row.kv_dtype = kv_dtype;
+        report.prefill_rows.push_back(std::move(row));
       }
     }
   }
@@ -408,9 +385,8 @@ std::string FormatDecodeBench(const DecodeBenchReport& r) {
   out += "  step_ms  compute   comm   host  comm%  AR_bytes  AR_us\n";
   for (const auto& row : r.rows) {
     std::snprintf(line, sizeof(line), "  %6s %4s %2d %5d %7d %7.1f %5.2fx %8.1f %7.0f%%",
-                  cpu::LinearKernelName(row.kernel), cpu::KvDtypeName(row.kv_dtype), row.tp,
-                  row.batch, row.context, row.tokens_per_s, row.vs_batch1, row.ceiling_tokens_per_s,
-                  100 * row.fraction_of_ceiling);
+                  cpu::LinearKernelName(row.kernel), cpu::KvDtypeName(row.kv_dtype), row.tp, row.batch, row.context,
+                  row.tokens_per_s, row.vs_batch1, row.ceiling_tokens_per_s, 100 * row.fraction_of_ceiling);
     out += line;
     if (paired) {
       std::snprintf(line, sizeof(line), " %7.0f%%", 100 * row.fraction_of_paired_read);
@@ -430,11 +406,10 @@ std::string FormatDecodeBench(const DecodeBenchReport& r) {
         if (auto it = row.op_ms.find(op); it != row.op_ms.end()) gemm += it->second;
       }
       const auto attention = row.op_ms.find("attention");
-      std::snprintf(line, sizeof(line),
-                    "  %6s %4s %2d %7d %8.1f %8.2f %8.2f %6.2f %6.2f %8.2f %8.2f\n",
-                    cpu::LinearKernelName(row.kernel), cpu::KvDtypeName(row.kv_dtype), row.tp,
-                    row.tokens, row.tokens_per_s, row.step_ms, row.compute_ms, row.comm_ms,
-                    row.host_ms, gemm, attention == row.op_ms.end() ? 0.0 : attention->second);
+      std::snprintf(line, sizeof(line), "  %6s %4s %2d %7d %8.1f %8.2f %8.2f %6.2f %6.2f %8.2f %8.2f\n",
+                    cpu::LinearKernelName(row.kernel), cpu::KvDtypeName(row.kv_dtype), row.tp, row.tokens,
+                    row.tokens_per_s, row.step_ms, row.compute_ms, row.comm_ms, row.host_ms, gemm,
+                    attention == row.op_ms.end() ? 0.0 : attention->second);
       out += line;
     }
   }
@@ -447,9 +422,8 @@ StackedBarChart DecodeBreakdownChart(const DecodeBenchReport& r) {
   const bool contexts = r.rows.size() > 1 && r.rows.front().context != r.rows.back().context;
   const bool kernels = r.rows.size() > 1 && r.rows.front().kernel != r.rows.back().kernel;
   const bool kv_dtypes = r.rows.size() > 1 && r.rows.front().kv_dtype != r.rows.back().kv_dtype;
-  chart.x_label = std::string("tensor-parallel degree (tp), batch size (b)") +
-                  (contexts ? ", context (c)" : "") + (kernels ? ", Linear kernel" : "") +
-                  (kv_dtypes ? ", KV cache dtype" : "");
+  chart.x_label = std::string("tensor-parallel degree (tp), batch size (b)") + (contexts ? ", context (c)" : "") +
+                  (kernels ? ", Linear kernel" : "") + (kv_dtypes ? ", KV cache dtype" : "");
   chart.y_label = "time per decode step (ms)";
   chart.parts = {"compute", "comm (collectives)", "host"};
   for (const auto& row : r.rows) {
