@@ -64,10 +64,9 @@ Result<std::unique_ptr<Engine>> Engine::Create(const ModelDirectory& model,
                            "communicator already sums in rank order (use --device cuda, or leave --allreduce out)");
   }
   if (options.device == DeviceKind::kCuda && options.kv_cache_dtype != cpu::KvDtype::kF32) {
-    return InvalidArgument(
-        std::string("--kv-cache-dtype ") + cpu::KvDtypeName(options.kv_cache_dtype) +
-        " runs on the CPU backend only; the CUDA backend's KV cache is f32 (leave the flag out, "
-        "or use --device cpu)");
+    return InvalidArgument(std::string("--kv-cache-dtype ") + cpu::KvDtypeName(options.kv_cache_dtype) +
+                           " runs on the CPU backend only; the CUDA backend's KV cache is f32 (leave the flag out, or "
+                           "use --device cpu)");
   }
   if (options.device == DeviceKind::kCpu && options.cuda_graphs) {
     return InvalidArgument("--cuda-graphs on replays decode steps on a GPU; this engine runs on the CPU");
@@ -91,25 +90,21 @@ namespace {
 std::string GroupFingerprint(const ModelDirectory& model, const EngineOptions& options) {
   const ModelConfig& c = model.config;
   return "model " + c.architecture_name + " hidden " + std::to_string(c.hidden_size) + " ffn " +
-         std::to_string(c.intermediate_size) + " layers " + std::to_string(c.num_layers) +
-         " heads " + std::to_string(c.num_heads) + "/" + std::to_string(c.num_kv_heads) +
-         " vocab " + std::to_string(c.vocab_size) + " parameters " +
-         std::to_string(c.ParameterCount()) + " tensors " +
+         std::to_string(c.intermediate_size) + " layers " + std::to_string(c.num_layers) + " heads " +
+         std::to_string(c.num_heads) + "/" + std::to_string(c.num_kv_heads) + " vocab " + std::to_string(c.vocab_size) +
+         " parameters " + std::to_string(c.ParameterCount()) + " tensors " +
          std::to_string(model.checkpoint.TensorNames().size()) +
          (model.path.rfind("dummy:", 0) == 0 ? " " + model.path : "") + "; device " +
-         (options.device == DeviceKind::kCuda ? "cuda" : "cpu") + "; tp " +
-         std::to_string(options.tp) + "; block_size " + std::to_string(options.block_size) +
-         "; linear_kernel " + cpu::LinearKernelName(options.linear_kernel) + "; kv_cache_dtype " +
-         cpu::KvDtypeName(options.kv_cache_dtype) + "; group_timeout_ms " +
-         std::to_string(options.group_timeout_ms) + "; collective_timeout_ms " +
-         std::to_string(options.collective_timeout_ms) + "; max_step_tokens " +
-         std::to_string(options.max_step_tokens) + "; max_step_sequences " +
-         std::to_string(options.max_step_sequences) + "; max_context " +
-         std::to_string(options.max_context) +
+         (options.device == DeviceKind::kCuda ? "cuda" : "cpu") + "; tp " + std::to_string(options.tp) +
+         "; block_size " + std::to_string(options.block_size) + "; linear_kernel " +
+         cpu::LinearKernelName(options.linear_kernel) + "; kv_cache_dtype " + cpu::KvDtypeName(options.kv_cache_dtype) +
+         "; group_timeout_ms " + std::to_string(options.group_timeout_ms) +
+         "; collective_timeout_ms " + std::to_string(options.collective_timeout_ms) + "; max_step_tokens " +
+         std::to_string(options.max_step_tokens) + "; max_step_sequences " + std::to_string(options.max_step_sequences) +
+         "; max_context " + std::to_string(options.max_context) +
          // Which steps are timed per op, and so which replay CUDA graphs: every rank must agree.
-         "; trace " + std::to_string(options.trace) + " every " +
-         std::to_string(options.trace_every) + "; cuda_graphs " +
-         std::to_string(options.cuda_graphs) + " up to batch " +
+         "; trace " + std::to_string(options.trace) + " every " + std::to_string(options.trace_every) +
+         "; cuda_graphs " + std::to_string(options.cuda_graphs) + " up to batch " +
          std::to_string(options.cuda_graph_max_batch);
 }
 
@@ -134,8 +129,7 @@ Status Engine::CreateCpuRanks(const ModelDirectory& model) {
 
   const RankShape shape0 = ShapeForRank(c, 0, options.tp);
   const size_t block_bytes =
-      RankKvCache::BytesPerBlock(c.num_layers, options.block_size, shape0.kv_heads, c.head_dim,
-                                 options.kv_cache_dtype) *
+      RankKvCache::BytesPerBlock(c.num_layers, options.block_size, shape0.kv_heads, c.head_dim, options.kv_cache_dtype) *
       options.tp;
   const int kv_cache_mb = options.kv_cache_mb > 0 ? options.kv_cache_mb : 256;
   const int num_blocks = options.kv_cache_blocks > 0
@@ -167,9 +161,8 @@ Status Engine::CreateCpuRanks(const ModelDirectory& model) {
     weight_bytes_per_rank_ = weights.Bytes();
     rank->comm = std::move(comms[local]);
     rank->pool = std::make_unique<cpu::ThreadPool>(threads_per_rank_);
-    rank->kv_cache =
-        std::make_unique<RankKvCache>(c.num_layers, num_blocks, options.block_size,
-                                      weights.shape.kv_heads, c.head_dim, options.kv_cache_dtype);
+    rank->kv_cache = std::make_unique<RankKvCache>(c.num_layers, num_blocks, options.block_size,
+                                                   weights.shape.kv_heads, c.head_dim, options.kv_cache_dtype);
     DecoderOptions decoder_options{.trace = options.trace,
                                    .skip_mlp_allreduce_layer = options.skip_mlp_allreduce_layer,
                                    .fault = options.fault,
