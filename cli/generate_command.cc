@@ -236,10 +236,8 @@ void AddEngineFlags(CLI::App* cmd, EngineOptions* engine) {
       "--kv-cache-dtype",
       [engine](const std::string& name) { engine->kv_cache_dtype = KvCacheDtypeFlag(name); },
       "CPU: the KV cache's elements, f32 (auto: the activations', as the CUDA backend keeps them) "
-      "or bf16 (half the "
-      "memory, so twice the positions in --kv-cache-mb, and half the reads of a long context's "
-      "attention; "
-      "each element rounded to bf16). Default: f32");
+      "or bf16 (half the memory, so twice the positions in --kv-cache-mb, and half the reads of a "
+      "long context's attention; each element rounded to bf16). Default: f32");
   cmd->add_option("--gpu-memory-utilization", engine->gpu_memory_utilization,
                   "CUDA: share of each GPU's memory for weights, buffers and KV cache (vLLM's name)")
       ->check(CLI::Range(0.01, 1.0))

@@ -95,14 +95,13 @@ class ReferenceLlama {
     }
     return y;
   }
-  // The bf16 nearest to x (8 significant bits; a tie goes to the even one), by frexp: 0.5 <= |m|
-  // < 1.
+  // The bf16 nearest to x: 8 significant bits, a tie to the even one (frexp gives 0.5 <= |m| < 1;
+  // nearbyint rounds in the default FE_TONEAREST mode, ties to even).
   static double RoundToBf16(double x) {
     if (x == 0 || !std::isfinite(x)) return x;
     int exponent = 0;
     const double mantissa = std::frexp(x, &exponent);
-    return std::ldexp(std::nearbyint(std::ldexp(mantissa, 8)),
-                      exponent - 8);  // FE_TONEAREST: ties to even
+    return std::ldexp(std::nearbyint(std::ldexp(mantissa, 8)), exponent - 8);
   }
   static void AddTo(Matrix& x, const Matrix& y) {
     for (size_t i = 0; i < x.size(); ++i) x[i] += y[i];
