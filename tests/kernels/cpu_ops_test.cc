@@ -2,7 +2,6 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <bit>
 #include <cmath>
 #include <random>
 
@@ -67,7 +66,7 @@ TEST(Attention, GqaHeadsReadTheirGroupsKvHead) {
 }
 
 // A KV cache of `dtype` holding `values` (bf16: each rounded to nearest even), and the values it
-// holds as floats (bf16 widened by putting its bits in a float's high half).
+// holds as floats (bf16 widened exactly, BF16ToF32).
 struct TestKvCache {
   std::vector<float> f32;
   std::vector<uint16_t> bf16;
@@ -79,7 +78,7 @@ struct TestKvCache {
     }
     for (float v : values) {
       bf16.push_back(F32ToBF16(v));
-      held.push_back(std::bit_cast<float>(static_cast<uint32_t>(bf16.back()) << 16));
+      held.push_back(BF16ToF32(bf16.back()));
     }
   }
   const void* data() const {

@@ -3,10 +3,10 @@
 
 #include <gtest/gtest.h>
 
-#include <bit>
 #include <cmath>
 #include <limits>
 
+#include "common/dtype.h"
 #include "tests/engine/engine_test_util.h"
 
 namespace tpserve {
@@ -53,15 +53,13 @@ TEST(RankKvCache, StoresEveryHeadAtItsRowInEitherDtype) {
     for (int h = 0; h < kv_heads; ++h) {
       for (int i = 0; i < head_dim; ++i) {
         const size_t at = view.RowOffset(2, h, 3) + i;
-        const float key =
-            dtype == cpu::KvDtype::kF32
-                ? static_cast<const float*>(view.keys)[at]
-                : std::bit_cast<float>(uint32_t{static_cast<const uint16_t*>(view.keys)[at]} << 16);
-        const float value =
-            dtype == cpu::KvDtype::kF32
-                ? static_cast<const float*>(view.values)[at]
-                : std::bit_cast<float>(uint32_t{static_cast<const uint16_t*>(view.values)[at]}
-                                       << 16);
+        // Element `at` of a layer's keys or values, as a float.
+        auto held = [&](const void* elements) {
+          return dtype == cpu::KvDtype::kF32
+                     ? static_cast<const float*>(elements)[at]
+                     : BF16ToF32(static_cast<const uint16_t*>(elements)[at]);
+        };
+        const float key = held(view.keys), value = held(view.values);
         EXPECT_EQ(key, keys[h * head_dim + i])
             << cpu::KvDtypeName(dtype) << " head " << h << " element " << i;
         EXPECT_EQ(value, values[h * head_dim + i])
