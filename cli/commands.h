@@ -46,10 +46,8 @@ std::optional<PlanTarget> ResolvePlanTarget(const char* command, const ModelSour
                                             const planner::CalibrationChoice& calibration);
 // Registers --calibration and --engine-mode into `calibration` (plan and plan simulate).
 void AddCalibrationFlags(CLI::App* cmd, planner::CalibrationChoice* calibration);
-// --kv-cache-dtype auto|bf16|f32|fp8 (plan and plan simulate), and the bytes per KV element it
-// means (auto: the activation dtype's).
+// --kv-cache-dtype auto|bf16|f32|fp8 (plan and plan simulate; planner::KvCacheBytes reads it).
 void AddKvCacheDtypeFlag(CLI::App* cmd, std::string* kv_cache_dtype);
-int KvCacheBytes(const std::string& kv_cache_dtype, int activation_bytes);
 #if defined(TPSERVE_WITH_GRPC)
 void AddServeCommand(CLI::App& app, CommandAction* action);
 void AddClientCommand(CLI::App& app, CommandAction* action);

@@ -132,9 +132,11 @@ int Run(const GenerateOptions& options) {
 }  // namespace
 
 cpu::KvDtype KvCacheDtypeFlag(const std::string& name) {
-  if (name == "f32" || name == "auto") return cpu::KvDtype::kF32;
-  if (name == "bf16") return cpu::KvDtype::kBf16;
-  throw CLI::ValidationError("--kv-cache-dtype", "'" + name + "' is not one of: auto, f32, bf16");
+  if (name == "auto") return cpu::KvDtype::kF32;  // the activations' type
+  auto dtype = cpu::ParseKvDtype(name);
+  if (!dtype.ok())
+    throw CLI::ValidationError("--kv-cache-dtype", "'" + name + "' is not one of: auto, f32, bf16");
+  return *dtype;
 }
 
 cpu::LinearKernel LinearKernelFlag(const std::string& name) {

@@ -33,7 +33,7 @@ int RunPlanCommand(PlanCommandOptions& o) {
   const std::optional<PlanTarget> target =
       ResolvePlanTarget("plan", o.model, o.hardware, o.activation_dtype, o.calibration);
   if (!target) return 1;
-  o.plan.engine.kv_bytes = KvCacheBytes(o.kv_cache_dtype, target->activation_bytes);
+  o.plan.engine.kv_bytes = planner::KvCacheBytes(o.kv_cache_dtype, target->activation_bytes);
   o.plan.engine.allreduce_bytes = target->activation_bytes;
   o.plan.weight_bytes = o.dtype == "fp8" ? 1 : 2;
   if (o.slo_tpot_ms > 0) o.plan.slo_tpot_ms = o.slo_tpot_ms;
@@ -113,13 +113,6 @@ void AddKvCacheDtypeFlag(CLI::App* cmd, std::string* kv_cache_dtype) {
                   "TensorRT-LLM's FP8 KV cache): the cache's capacity and the bytes attention reads")
       ->check(CLI::IsMember({"auto", "bf16", "f32", "fp8"}))
       ->capture_default_str();
-}
-
-int KvCacheBytes(const std::string& kv_cache_dtype, int activation_bytes) {
-  if (kv_cache_dtype == "fp8") return 1;
-  if (kv_cache_dtype == "bf16") return 2;
-  if (kv_cache_dtype == "f32") return 4;
-  return activation_bytes;
 }
 
 void AddPlanCommand(CLI::App& app, CommandAction* action) {

@@ -61,7 +61,7 @@ int RunSimulateCommand(SimulateCommandOptions& o) {
     spdlog::error("plan simulate: {}", requests.status().message());
     return 1;
   }
-  o.plan.engine.kv_bytes = KvCacheBytes(o.kv_cache_dtype, target->activation_bytes);
+  o.plan.engine.kv_bytes = planner::KvCacheBytes(o.kv_cache_dtype, target->activation_bytes);
   o.plan.engine.allreduce_bytes = target->activation_bytes;
   o.plan.weight_bytes = o.dtype == "fp8" ? 1 : 2;
   o.plan.rates = o.workload.rates;

@@ -155,8 +155,8 @@ Status FitDecode(const std::vector<json>& decodes, const CalibrateInputs& in, Ca
     // A row's KV cache holds its kv_cache_dtype (bench-decode --kv-cache-dtype; rows written before
     // it existed: the activations' type).
     auto traits_of = [&](const json& row) {
-      const std::string kv = row.value("kv_cache_dtype", std::string());
-      const int kv_bytes = kv == "bf16" ? 2 : kv == "f32" ? 4 : activation_bytes;
+      const int kv_bytes =
+          KvCacheBytes(row.value("kv_cache_dtype", std::string()), activation_bytes);
       return EngineTraits{.kv_bytes = kv_bytes, .allreduce_bytes = activation_bytes};
     };
     if (p.device_kind == "cpu") p.memory_bandwidth_gb_s = d.value("read_gb_per_s", p.memory_bandwidth_gb_s);

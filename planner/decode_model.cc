@@ -199,6 +199,13 @@ Result<DecodePrediction> PredictDecodeStep(const ModelConfig& c, const HardwareP
   return out;
 }
 
+int KvCacheBytes(std::string_view kv_cache_dtype, int activation_bytes) {
+  if (kv_cache_dtype == "fp8") return 1;
+  if (kv_cache_dtype == "bf16") return 2;
+  if (kv_cache_dtype == "f32") return 4;
+  return activation_bytes;
+}
+
 double KvBytesPerPosition(const ModelConfig& c, const EngineTraits& e, int tp) {
   return c.num_layers * 2 * ShardFor(c, tp).kv_width * e.kv_bytes;
 }

@@ -9,6 +9,8 @@
 // context.
 #pragma once
 
+#include <string_view>
+
 #include "model/model_config.h"
 #include "planner/collective_model.h"
 #include "planner/hardware_profile.h"
@@ -30,6 +32,10 @@ struct EngineTraits {
   int logits_bytes = 4;     // per element of the gathered logits
   double memory_utilization = 0.9;  // of device memory for weights + KV + activations
 };
+
+// Bytes of one KV cache element of a dtype named as `plan --kv-cache-dtype` and bench-decode's rows
+// name it: fp8 1, bf16 2, f32 4; anything else (auto, or a row that names none) the activations'.
+int KvCacheBytes(std::string_view kv_cache_dtype, int activation_bytes);
 
 struct DecodePrediction {
   DecodePoint point;

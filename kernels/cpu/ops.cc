@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 #include <numbers>
+#include <string>
 
 #include "common/dtype.h"
 #include "kernels/cpu/cpu_features.h"
@@ -483,6 +484,13 @@ void AttendHeads(const float* q, int first_head, int count, int heads, const KvL
 
 const char* KvDtypeName(KvDtype dtype) {
   return dtype == KvDtype::kBf16 ? "bf16" : "f32";
+}
+Result<KvDtype> ParseKvDtype(std::string_view name) {
+  for (KvDtype dtype : {KvDtype::kF32, KvDtype::kBf16}) {
+    if (name == KvDtypeName(dtype)) return dtype;
+  }
+  return InvalidArgument("unknown KV cache dtype '" + std::string(name) +
+                         "' (expected f32 or bf16)");
 }
 size_t KvDtypeBytes(KvDtype dtype) {
   return dtype == KvDtype::kBf16 ? sizeof(uint16_t) : sizeof(float);

@@ -5,7 +5,10 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string_view>
 #include <vector>
+
+#include "common/status.h"
 
 namespace tpserve::cpu {
 
@@ -50,6 +53,8 @@ enum class KvDtype { kF32, kBf16 };
 
 // "f32", "bf16"
 const char* KvDtypeName(KvDtype dtype);
+// The dtype KvDtypeName names ("f32", "bf16"); an error naming the others for anything else.
+Result<KvDtype> ParseKvDtype(std::string_view name);
 size_t KvDtypeBytes(KvDtype dtype);
 
 // One layer's paged KV cache of one rank, as attention reads it. Head-major within a block: a KV

@@ -277,6 +277,16 @@ TEST(DecodeModel, TheGemmRateRisesWithTheRowsAndLongPromptsAreBoundByAttentionFl
   EXPECT_NEAR(decode->gemm_ms, 10 * 2 * 1 * layer / (1e12 / 513) * 1e3, 1e-9);
 }
 
+// The names plan --kv-cache-dtype takes and bench-decode's rows write; auto and a row that names
+// none keep the activations' element.
+TEST(DecodeModel, KvCacheBytesPerNamedDtype) {
+  EXPECT_EQ(KvCacheBytes("fp8", 2), 1);
+  EXPECT_EQ(KvCacheBytes("bf16", 4), 2);
+  EXPECT_EQ(KvCacheBytes("f32", 2), 4);
+  EXPECT_EQ(KvCacheBytes("auto", 4), 4);
+  EXPECT_EQ(KvCacheBytes("", 2), 2);
+}
+
 TEST(DecodeModel, MemoryFitAndTheLargestBatch) {
   const ModelConfig c = HandModel();
   const EngineTraits engine{.kv_bytes = 2, .allreduce_bytes = 2, .logits_bytes = 4, .memory_utilization = 0.9};

@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <limits>
+#include <string>
 
 #include "common/dtype.h"
 #include "tests/engine/engine_test_util.h"
@@ -89,6 +90,21 @@ TEST(RankKvCache, Bf16HoldsTwiceTheBlocksInTheSameMemory) {
 }
 
 // The CUDA backend keeps f32: asking it for bf16 fails before any GPU is touched, naming the flag.
+// Each dtype's name reads back as that dtype; other spellings are refused by name.
+TEST(RankKvCache, DtypeNamesReadBackAndOthersAreRefused) {
+  for (cpu::KvDtype dtype : {cpu::KvDtype::kF32, cpu::KvDtype::kBf16}) {
+    auto parsed = cpu::ParseKvDtype(cpu::KvDtypeName(dtype));
+    ASSERT_TRUE(parsed.ok()) << cpu::KvDtypeName(dtype);
+    EXPECT_EQ(*parsed, dtype);
+  }
+  for (const char* name : {"fp8", "BF16", "auto", ""}) {
+    auto parsed = cpu::ParseKvDtype(name);
+    ASSERT_FALSE(parsed.ok()) << name;
+    EXPECT_NE(parsed.status().message().find("'" + std::string(name) + "'"), std::string::npos)
+        << parsed.status().message();
+  }
+}
+
 TEST(RankKvCache, CudaRefusesABf16CacheNamingTheFlag) {
   EngineOptions options{
       .device = DeviceKind::kCuda, .tp = 1, .kv_cache_dtype = cpu::KvDtype::kBf16};
