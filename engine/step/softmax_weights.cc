@@ -1,6 +1,7 @@
 #include "engine/step/softmax_weights.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -123,7 +124,7 @@ void SortKeysInIdOrder(std::vector<uint64_t>* keys) {
   }
   thread_local std::vector<uint64_t> other;  // kept between rows: no page faults on a new buffer
   other.resize(keys->size());
-  std::vector<size_t> starts(kDigits);
+  std::array<size_t, kDigits> starts;  // 16 KiB on the stack: no allocation per row
   for (int shift = 32; shift < 64; shift += kDigitBits) {
     std::fill(starts.begin(), starts.end(), 0);
     for (uint64_t key : *keys) ++starts[(key >> shift) & (kDigits - 1)];
