@@ -89,7 +89,6 @@ TEST(RankKvCache, Bf16HoldsTwiceTheBlocksInTheSameMemory) {
   }
 }
 
-// The CUDA backend keeps f32: asking it for bf16 fails before any GPU is touched, naming the flag.
 // Each dtype's name reads back as that dtype; other spellings are refused by name.
 TEST(RankKvCache, DtypeNamesReadBackAndOthersAreRefused) {
   for (cpu::KvDtype dtype : {cpu::KvDtype::kF32, cpu::KvDtype::kBf16}) {
@@ -105,6 +104,7 @@ TEST(RankKvCache, DtypeNamesReadBackAndOthersAreRefused) {
   }
 }
 
+// The CUDA backend keeps f32: asking it for bf16 fails before any GPU is touched, naming the flag.
 TEST(RankKvCache, CudaRefusesABf16CacheNamingTheFlag) {
   EngineOptions options{
       .device = DeviceKind::kCuda, .tp = 1, .kv_cache_dtype = cpu::KvDtype::kBf16};
