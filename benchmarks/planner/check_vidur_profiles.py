@@ -50,6 +50,7 @@ def splitwise_ms(hardware, tp, tokens):
 
 
 gemm = {}  # (hardware, tp, tokens) -> (vidur, planned with none, planned with default)
+default_step_ms = {}  # (hardware, tp, tokens) -> the default calibration's whole step
 print(f"1. GEMMs of all {layers} layers (ms): Vidur's kernels against the step model")
 print(f"{'hardware':<9} {'tp':>2} {'tokens':>6} {'Vidur':>8} {'none':>8} {'none/V':>7} {'default':>8} {'default/V':>9}")
 for profile in vidur["profiles"]:
@@ -58,8 +59,10 @@ for profile in vidur["profiles"]:
         key = (hardware, row["tp"], row["tokens"])
         measured = vidur_gemm_ms(row)
         floor = planned(hardware, row["tp"], row["tokens"], "none")["parts_ms"]["gemm"]
-        calibrated = planned(hardware, row["tp"], row["tokens"], "default")["parts_ms"]["gemm"]
+        calibrated_row = planned(hardware, row["tp"], row["tokens"], "default")
+        calibrated = calibrated_row["parts_ms"]["gemm"]
         gemm[key] = (measured, floor, calibrated)
+        default_step_ms[key] = calibrated_row["step_ms"]
         print(f"{hardware:<9} {row['tp']:>2} {row['tokens']:>6} {measured:>8.1f} {floor:>8.1f} {floor / measured:>7.2f} "
               f"{calibrated:>8.1f} {calibrated / measured:>9.2f}")
 for hardware in sorted({k[0] for k in gemm}):
@@ -98,7 +101,7 @@ for hardware, tp in sorted({(k[0], k[1]) for k in gemm}):
         ar_small = messages * allreduce.get((hardware, tp, 2048), 0)
         ar_large = messages * allreduce.get((hardware, tp, 4096), 0)
         with_ar = f"{(large + ar_large) / (small + ar_small):.2f}x"
-    step = [planned(hardware, tp, n, "default")["step_ms"] for n in (2048, 4096)]
+    step = [default_step_ms[(hardware, tp, n)] for n in (2048, 4096)]
     published_small, published_large = splitwise_ms(hardware, tp, 2048), splitwise_ms(hardware, tp, 4096)
     splitwise = f"{published_large / published_small:.2f}x" if published_small and published_large else "-"
     print(f"{hardware:<9} {tp:>2} {large / small:>10.2f}x {with_ar:>12} {step[1] / step[0]:>9.2f}x {splitwise:>14}")
