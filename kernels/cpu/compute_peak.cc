@@ -8,6 +8,7 @@
 
 #include "common/huge_page_allocator.h"
 #include "kernels/cpu/cpu_features.h"
+#include "kernels/cpu/linear.h"
 #include "kernels/cpu/linear_dot.h"
 #include "kernels/cpu/thread_pool.h"
 #include "kernels/cpu/x86_intrinsics.h"
@@ -132,23 +133,29 @@ double MeasurePeak(ThreadPool* pool, Loop loop, int chains, int flops_per_instru
 template <int kTokens>
 double MeasureStreamed(ThreadPool* pool) {
   constexpr size_t kBytes = size_t{256} << 20;
-  std::vector<uint16_t, HugePageAllocator<uint16_t>> weights(kBytes / sizeof(uint16_t));
-  const size_t threads = static_cast<size_t>(pool->size());
-  const size_t share = kBytes / threads / 128 * 128;  // each thread's own stretch
+  constexpr size_t kLines = kBytes / 128;  // 128-byte pairs of lines, as the loop takes them
   // Ones, not the constructor's zeros, so that the products are those of real weights.
-  pool->ParallelFor(threads, 1, [&](size_t begin, size_t end) {
-    for (size_t t = begin; t < end; ++t) std::fill_n(weights.data() + t * share / 2, share / 2, uint16_t{0x3f80});
+  std::vector<uint16_t, HugePageAllocator<uint16_t>> weights(kBytes / sizeof(uint16_t));
+  pool->ParallelFor(weights.size(), 1 << 16, [&](size_t begin, size_t end) {
+    std::fill(weights.data() + begin, weights.data() + end, uint16_t{0x3f80});
   });
   const char* base = reinterpret_cast<const char*>(weights.data());
   // 4 x kTokens VDPBF16PS per 128 bytes, 64 FLOPs each.
-  const double flops = static_cast<double>(threads) * (share / 128) * 4 * kTokens * 64;
+  const double flops = static_cast<double>(kLines) * 4 * kTokens * 64;
   double best = 0;
   for (int repeat = 0; repeat < 5; ++repeat) {
     for (size_t ahead : {size_t{16384}, size_t{32768}}) {
-      best = std::max(best, BestGflops(pool, 1, flops, [&](size_t t) {
-                        return StreamedBf16Loop<kTokens>(base + t * share, base + (t + 1) * share,
-                                                         ahead);
-                      }));
+      // Split as Linear splits a matrix (ThreadPool::ParallelForBalanced, kBalancedChunkBytes), so
+      // that a core slower than the other slows this ceiling no more than it slows the kernels.
+      std::atomic<float> sink{0};
+      const auto start = std::chrono::steady_clock::now();
+      pool->ParallelForBalanced(
+          kLines, 1, kBalancedChunkBytes / 128, [&](int, size_t begin, size_t end) {
+            sink = sink + StreamedBf16Loop<kTokens>(base + begin * 128, base + end * 128, ahead);
+          });
+      const double seconds =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      best = std::max(best, flops / seconds * 1e-9);
     }
   }
   return best;

@@ -22,7 +22,8 @@ double MeasureF32FmaPeakGflops(ThreadPool* pool);
 // DRAM, each 64-byte line loaded once and feeding 2 x tokens instructions: a Linear with f32-grade
 // activations at `tokens` tokens (each line's 32 weights times each token's hi and lo parts), with
 // nothing else to do: no activations to load, no permutes, no sums to keep. The best over runs
-// and over a software prefetch of every line 16 or 32 KiB ahead. Halved, it is the f32-grade
+// and over a software prefetch of every line 16 or 32 KiB ahead; the 256 MiB split among the
+// threads as Linear splits a matrix (kBalancedChunkBytes). Halved, it is the f32-grade
 // ceiling of a Linear whose weights come from memory at that batch: where it sits below the
 // register-only rate, the machine cannot stream the weights and do the arithmetic at full speed
 // at once. tokens: 4, 8, 16 or 32 (fewer give fewer than 16 instructions a pair of lines, too few

@@ -1,6 +1,7 @@
 #include "kernels/cpu/linear.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -145,17 +146,6 @@ void DotRows(const LinearArgs& a, const Act* activations, size_t row_stride, con
   }
 }
 
-// Output rows split among the pool in pieces of `grain` rows (or all on this thread without one).
-template <typename Rows>
-void ForEachRowRange(const LinearArgs& a, ThreadPool* pool, const Rows& rows,
-                     size_t grain = PoolUnitRows(WeightLayout::kRowMajor)) {
-  if (pool == nullptr) {
-    rows(0, a.out);
-  } else {
-    pool->ParallelFor(a.out, grain, rows);
-  }
-}
-
 // Rows per full unit of a tiled layout: an AMX block of 16, a pair group of 32.
 size_t TiledUnitRows(WeightLayout layout) {
   return layout == WeightLayout::kPairGroups ? dot::kPairGroupRows : amx::kTileRows;
@@ -168,63 +158,89 @@ size_t RowsInFullUnits(int out, WeightLayout layout) {
   return static_cast<size_t>(out) / unit * unit;
 }
 
-// The AMX path: activations packed once by the caller, then 16-output tiles split among the pool.
-// A last partial tile (out % 16 rows, row-major) goes through the AVX-512 kernel.
-void LinearAmx(const LinearArgs& a, ThreadPool* pool) {
-  // The caller's scratch, read by every pool member (a thread_local named inside `rows` would be
-  // each member's own).
-  thread_local amx::PackedActivations scratch;
-  const amx::PackedActivations& packed = scratch;
-  amx::Pack(a.x, a.tokens, a.in, &scratch);
-  const size_t full_rows = RowsInFullUnits(a.out, WeightLayout::kAmxTiles);
-  const size_t units = (static_cast<size_t>(a.out) + amx::kTileRows - 1) / amx::kTileRows;
-  auto rows = [&](size_t unit_begin, size_t unit_end) {
-    const size_t begin = unit_begin * amx::kTileRows;
-    const size_t end = std::min(unit_end * amx::kTileRows, static_cast<size_t>(a.out));
-    if (begin < std::min(end, full_rows)) amx::LinearRows(a, packed, begin, std::min(end, full_rows));
-    if (end > full_rows) DotRows(a, a.x, a.in, Table(true), std::max(begin, full_rows), end);
-  };
-  if (pool == nullptr) {
-    rows(0, units);
-  } else {
-    // 32-row pieces keep pairs of weight tiles together.
-    pool->ParallelFor(units, PoolUnitRows(WeightLayout::kAmxTiles) / amx::kTileRows, rows);
+// The activations as the kernel reads them: AMX's packed tiles, AVX-512 BF16's bf16 hi and lo parts
+// (as pairs for the group path, as halves for the row path), or the f32 rows on whole cache lines.
+// Each thread that computes rows of a call makes its own, in its own thread_local scratch: read
+// from the caller's scratch instead, a decode step's Linears at 8 tokens ran 5-8% slower (the
+// other core's lines, rewritten every call; docs/PERFORMANCE.md, session 32).
+struct PreparedActivations {
+  const float* x = nullptr;  // f32 rows, x_stride apart (the f32 kernels)
+  size_t x_stride = 0;
+  const amx::PackedActivations* packed = nullptr;
+  const uint16_t* pairs = nullptr;   // SplitToBf16Pairs's rows, PairRowStride(in) apart
+  const uint16_t* halves = nullptr;  // SplitToBf16's rows, 2 * in apart
+};
+
+PreparedActivations PrepareActivations(const LinearArgs& a, LinearKernel kernel) {
+  PreparedActivations p{.x = a.x, .x_stride = static_cast<size_t>(a.in)};
+  if (kernel == LinearKernel::kAmx && a.layout == WeightLayout::kAmxTiles) {
+    thread_local amx::PackedActivations packed;
+    amx::Pack(a.x, a.tokens, a.in, &packed);
+    p.packed = &packed;
+    return p;
   }
+  if (kernel == LinearKernel::kAvx512Bf16) {
+    const size_t grouped_rows = RowsInFullUnits(a.out, a.layout);
+    thread_local std::vector<uint16_t, CacheLineAllocator<uint16_t>> pairs, halves;
+    if (grouped_rows > 0) {
+      pairs.resize(static_cast<size_t>(a.tokens) * dot::PairRowStride(a.in));
+      dot::SplitToBf16Pairs(a.x, a.tokens, a.in, pairs.data());
+      p.pairs = pairs.data();
+    }
+    if (grouped_rows < static_cast<size_t>(a.out)) {
+      halves.resize(static_cast<size_t>(a.tokens) * 2 * a.in);
+      dot::SplitToBf16(a.x, a.tokens, a.in, halves.data());
+      p.halves = halves.data();
+    }
+    return p;
+  }
+  // Every token's row on whole cache lines: a 512-bit (or 256-bit) activation load that straddles
+  // two lines issues twice, and the AVX-512 kernel then ran at 54 GB/s of weights per thread in
+  // cache against 79 aligned (docs/PERFORMANCE.md). The engine's buffers are aligned already; any
+  // other input is copied once, rows padded to 16 floats.
+  const size_t stride = (static_cast<size_t>(a.in) + 15) / 16 * 16;
+  if (kernel != LinearKernel::kPortable &&
+      (reinterpret_cast<uintptr_t>(a.x) % 64 != 0 ||
+       (a.tokens > 1 && stride != static_cast<size_t>(a.in)))) {
+    thread_local std::vector<float, CacheLineAllocator<float>> aligned;
+    aligned.resize(static_cast<size_t>(a.tokens) * stride);
+    for (int t = 0; t < a.tokens; ++t) {
+      std::copy_n(a.x + static_cast<size_t>(t) * a.in, a.in, aligned.data() + t * stride);
+    }
+    p.x = aligned.data();
+    p.x_stride = stride;
+  }
+  return p;
 }
 
-// The AVX-512 BF16 path: the activations split into bf16 hi and lo parts once, in the caller's
-// scratch (read by every pool member). kPairGroups weights: whole 32-row groups through the group
-// path, on the split rows as pairs; the rows past the last group (row-major), and all rows of
-// row-major weights, through the row kernel on the split rows as halves. Ranges start on
-// multiples of 32.
-void LinearAvx512Bf16(const LinearArgs& a, ThreadPool* pool) {
-  const size_t grouped_rows = RowsInFullUnits(a.out, a.layout);
-  thread_local std::vector<uint16_t, CacheLineAllocator<uint16_t>> pairs, halves;
-  if (grouped_rows > 0) {
-    pairs.resize(static_cast<size_t>(a.tokens) * dot::PairRowStride(a.in));
-    dot::SplitToBf16Pairs(a.x, a.tokens, a.in, pairs.data());
+// All rows of `a` on this thread: a whole matrix, or a view of some of its rows (w, bias and y at
+// its first row, which starts a unit of the layout; out its rows).
+void ComputeRows(const LinearArgs& a, const PreparedActivations& p, LinearKernel kernel) {
+  const size_t out = static_cast<size_t>(a.out);
+  // AMX tiles; a last partial tile (out % 16 rows, row-major) through AVX-512.
+  if (p.packed != nullptr) {
+    const size_t full_rows = RowsInFullUnits(a.out, WeightLayout::kAmxTiles);
+    if (full_rows > 0) amx::LinearRows(a, *p.packed, 0, full_rows);
+    if (full_rows < out) DotRows(a, a.x, a.in, Table(true), full_rows, out);
+    return;
   }
-  if (grouped_rows < static_cast<size_t>(a.out)) {
-    halves.resize(static_cast<size_t>(a.tokens) * 2 * a.in);
-    dot::SplitToBf16(a.x, a.tokens, a.in, halves.data());
+  if (kernel == LinearKernel::kAvx512Bf16) {
+    // Whole 32-row groups through the group path, the rows past the last group (and all rows of
+    // row-major weights) through the row kernel.
+    const size_t grouped_rows = RowsInFullUnits(a.out, a.layout);
+    if (grouped_rows > 0) {
+      dot::GroupRowsAvx512Bf16(a.w, a.in, p.pairs, a.tokens, 0, grouped_rows, a.y, a.YStride());
+      AddBias(a, 0, grouped_rows);
+    }
+    if (grouped_rows < out)
+      DotRows(a, p.halves, 2 * static_cast<size_t>(a.in), dot::Avx512Bf16(), grouped_rows, out);
+    return;
   }
-  const uint16_t* as_pairs = pairs.data();
-  const uint16_t* as_halves = halves.data();
-  ForEachRowRange(
-      a, pool,
-      [&](size_t begin, size_t end) {
-        const size_t grouped_end = std::min(end, grouped_rows);
-        if (begin < grouped_end) {
-          dot::GroupRowsAvx512Bf16(a.w, a.in, as_pairs, a.tokens, begin, grouped_end, a.y,
-                                   a.YStride());
-          AddBias(a, begin, grouped_end);
-        }
-        const size_t row_major_begin = std::max(begin, grouped_rows);
-        if (row_major_begin < end)
-          DotRows(a, as_halves, 2 * static_cast<size_t>(a.in), dot::Avx512Bf16(), row_major_begin,
-                  end);
-      },
-      PoolUnitRows(WeightLayout::kPairGroups));
+  // Row-major weights (in % 32 != 0, or not arranged by the caller): kAmx takes the AVX-512 path.
+  const DotTable& table = kernel == LinearKernel::kAvx2       ? dot::Avx2()
+                          : kernel == LinearKernel::kPortable ? Table(false)
+                                                              : Table(HasAvx512FBwVl());
+  DotRows(a, p.x, p.x_stride, table, 0, out);
 }
 
 }  // namespace
@@ -348,31 +364,6 @@ void ReadWeightRow(const uint16_t* w, int out, int in, WeightLayout layout, int 
 }
 
 void Linear(const LinearArgs& a, ThreadPool* pool, LinearKernel kernel) {
-  if (a.placed != nullptr) {
-    // Each member's rows as a Linear of their own on that member's thread: the same rows in the
-    // same layout (pieces start on whole units), so every output is what the whole matrix gives.
-    const MemberRows& placed = *a.placed;
-    auto members = [&](size_t begin, size_t end) {
-      for (size_t m = begin; m < end; ++m) {
-        const size_t first = placed.row_begin[m], rows = placed.row_begin[m + 1] - first;
-        if (rows == 0) continue;
-        LinearArgs piece = a;
-        piece.w = placed.rows[m];
-        piece.bias = a.bias != nullptr ? a.bias + first : nullptr;
-        piece.y = a.y + first;
-        piece.out = static_cast<int>(rows);
-        piece.placed = nullptr;
-        piece.y_stride = a.YStride();
-        Linear(piece, nullptr, kernel);
-      }
-    };
-    if (pool == nullptr) {
-      members(0, placed.rows.size());
-    } else {
-      pool->ParallelFor(placed.rows.size(), 1, members);
-    }
-    return;
-  }
   const bool layout_fits = a.layout == WeightLayout::kRowMajor ||
                            (a.layout == WeightLayout::kAmxTiles && kernel == LinearKernel::kAmx) ||
                            (a.layout == WeightLayout::kPairGroups && kernel == LinearKernel::kAvx512Bf16);
@@ -383,38 +374,56 @@ void Linear(const LinearArgs& a, ThreadPool* pool, LinearKernel kernel) {
                  a.layout == WeightLayout::kAmxTiles ? "amx" : "avx512bf16", LinearKernelName(kernel));
     std::abort();
   }
-  if (kernel == LinearKernel::kAmx && a.layout == WeightLayout::kAmxTiles) {
-    LinearAmx(a, pool);
-    return;
-  }
-  if (kernel == LinearKernel::kAvx512Bf16) {
-    LinearAvx512Bf16(a, pool);
-    return;
-  }
-  // Row-major weights (in % 32 != 0, or not arranged by the caller) under kAmx take the AVX-512 path.
-  const DotTable& table = kernel == LinearKernel::kAvx2       ? dot::Avx2()
-                          : kernel == LinearKernel::kPortable ? Table(false)
-                                                              : Table(HasAvx512FBwVl());
-  // Every token's row on whole cache lines: a 512-bit (or 256-bit) activation load that straddles
-  // two lines issues twice, and the AVX-512 kernel then ran at 54 GB/s of weights per thread in
-  // cache against 79 aligned (docs/PERFORMANCE.md). The engine's buffers are aligned already; any
-  // other input is copied once, rows padded to 16 floats.
-  const size_t stride = (static_cast<size_t>(a.in) + 15) / 16 * 16;
-  const float* x = a.x;
-  size_t x_stride = a.in;
-  if (kernel != LinearKernel::kPortable &&
-      (reinterpret_cast<uintptr_t>(a.x) % 64 != 0 ||
-       (a.tokens > 1 && stride != static_cast<size_t>(a.in)))) {
-    thread_local std::vector<float, CacheLineAllocator<float>> aligned;
-    aligned.resize(static_cast<size_t>(a.tokens) * stride);
-    for (int t = 0; t < a.tokens; ++t) {
-      std::copy_n(a.x + static_cast<size_t>(t) * a.in, a.in, aligned.data() + t * stride);
+  static std::atomic<uint64_t> calls{0};
+  const uint64_t call = calls.fetch_add(1, std::memory_order_relaxed) + 1;
+  auto prepared_here = [&]() -> const PreparedActivations& {  // this thread's, made once a call
+    thread_local uint64_t prepared_call = 0;
+    thread_local PreparedActivations prepared;
+    if (prepared_call != call) {
+      prepared = PrepareActivations(a, kernel);
+      prepared_call = call;
     }
-    x = aligned.data();
-    x_stride = stride;
+    return prepared;
+  };
+  // Rows [begin, end) (begin on a unit) of `owner`'s piece: from the owner's own memory when the
+  // weights are placed per member (every output is what the whole matrix gives: the same rows in
+  // the same layout), else from the matrix.
+  const MemberRows* placed = a.placed;
+  auto rows = [&](int owner, size_t begin, size_t end) {
+    if (begin >= end) return;
+    LinearArgs view = a;
+    view.w = placed != nullptr ? placed->rows[owner] +
+                                     (begin - placed->row_begin[owner]) * static_cast<size_t>(a.in)
+                               : a.w + begin * static_cast<size_t>(a.in);
+    view.bias = a.bias != nullptr ? a.bias + begin : nullptr;
+    view.y = a.y + begin;
+    view.out = static_cast<int>(end - begin);
+    view.placed = nullptr;
+    view.y_stride = a.YStride();
+    ComputeRows(view, prepared_here(), kernel);
+  };
+  auto member_rows = [&](size_t m) {
+    rows(static_cast<int>(m), placed->row_begin[m], placed->row_begin[m + 1]);
+  };
+  if (placed != nullptr &&
+      (pool == nullptr || placed->rows.size() != static_cast<size_t>(pool->size()))) {
+    // A placement for another pool size (tests): each member's rows as they lie.
+    if (pool == nullptr) {
+      for (size_t m = 0; m < placed->rows.size(); ++m) member_rows(m);
+    } else {
+      pool->ParallelFor(placed->rows.size(), 1, [&](size_t begin, size_t end) {
+        for (size_t m = begin; m < end; ++m) member_rows(m);
+      });
+    }
+  } else if (pool == nullptr) {
+    rows(0, 0, a.out);
+  } else {
+    // The pool's pieces are the placement's (both ThreadPool::Piece of PoolUnitRows), and a
+    // member done early takes chunks of a slower member's piece (ThreadPool::ParallelForBalanced).
+    const size_t row_bytes = 2 * static_cast<size_t>(a.in);
+    pool->ParallelForBalanced(a.out, PoolUnitRows(a.layout),
+                              (kBalancedChunkBytes + row_bytes - 1) / row_bytes, rows);
   }
-  ForEachRowRange(a, pool,
-                  [&](size_t begin, size_t end) { DotRows(a, x, x_stride, table, begin, end); });
 }
 
 }  // namespace tpserve::cpu

@@ -48,8 +48,8 @@ struct LinearArgs {
   int out = 0;
   WeightLayout layout = WeightLayout::kRowMajor;
   // The weights' rows placed per pool member instead of `w`: member m of the pool computes the
-  // outputs of its own rows (one ParallelFor item a member), so each thread reads its rows of
-  // consecutive matrices from one stream of memory.
+  // outputs of its own rows (but for chunks a faster member takes over: kBalancedChunkBytes), so
+  // each thread reads its rows of consecutive matrices from one stream of memory.
   const MemberRows* placed = nullptr;
   size_t y_stride = 0;  // floats between tokens' rows of y; 0: out
 
@@ -86,6 +86,16 @@ LinearKernel BestLinearKernel();  // the fastest available on this CPU
 // kAmxTiles weights need the kAmx kernel, kPairGroups weights the kAvx512Bf16 kernel; kAmx on
 // row-major weights runs the AVX-512 path.
 void Linear(const LinearArgs& args, ThreadPool* pool, LinearKernel kernel = BestLinearKernel());
+
+// With a pool, Linear splits a matrix's rows as ThreadPool::ParallelForBalanced does: each member
+// takes its own piece front to back, and one done early takes chunks of at least this many bytes
+// of weights from the back of a slower member's piece, so that a core running slower than the
+// others (a busy neighbour on a shared VM, a hybrid CPU's small core) no longer sets the time of
+// every call. A piece of a single chunk (here, the small model's QKV and O projections) stays
+// with its member. Which thread computes a row never changes its arithmetic. At 1 MiB a chunk,
+// a decode step's Linears on the 2-vCPU AMD EPYC ran as fast as the static split with the two
+// cores equal and faster with one slowed (docs/PERFORMANCE.md, session 32).
+inline constexpr size_t kBalancedChunkBytes = size_t{4} << 20;
 
 // The rows of the unit Linear splits a matrix in `layout` among pool members in (16 row-major;
 // 32 tiled: two AMX tiles, one pair group): every member's rows start on a multiple of it, so a

@@ -9,6 +9,7 @@
 
 #include "common/huge_page_allocator.h"
 #include "kernels/cpu/cpu_features.h"
+#include "kernels/cpu/linear.h"
 #include "kernels/cpu/stream_prefetch.h"
 #include "kernels/cpu/thread_pool.h"
 
@@ -107,8 +108,9 @@ BandwidthResult MeasureMemoryBandwidth(size_t bytes, int repeats, ThreadPool* po
 double TimeRead(const void* data, size_t bytes, ThreadPool* pool) {
   const auto* p = static_cast<const uint8_t*>(data);
   const auto start = std::chrono::steady_clock::now();
-  // Slices of whole 16 KiB pieces, as Linear hands out rows.
-  pool->ParallelFor(bytes, 16384, [&](size_t b, size_t e) {
+  // Whole 16 KiB pieces, split as Linear splits a matrix's rows (ThreadPool::ParallelForBalanced,
+  // kBalancedChunkBytes): a core slower than the other slows the ceiling as much as the kernels.
+  pool->ParallelForBalanced(bytes, 16384, kBalancedChunkBytes, [&](int, size_t b, size_t e) {
     g_read_sink.fetch_add(Checksum(p + b, e - b), std::memory_order_relaxed);
   });
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -22,11 +22,13 @@ struct BandwidthResult {
 };
 
 // Reads a buffer of `bytes` (make it several times the last-level cache) `repeats` times with
-// the pool's threads (each thread its own contiguous slice, as Linear splits weight rows).
+// the pool's threads (TimeRead's split, as Linear splits weight rows).
 BandwidthResult MeasureMemoryBandwidth(size_t bytes, int repeats, ThreadPool* pool);
 
 // Seconds to read `bytes` at `data` once with the pool's threads, each its own contiguous slice
-// (what a weight-streaming kernel cannot beat on those bytes, fork and join included).
+// but for chunks a faster thread takes over from a slower one, as Linear splits weight rows
+// (kBalancedChunkBytes): what a weight-streaming kernel cannot beat on those bytes, fork and
+// join included.
 double TimeRead(const void* data, size_t bytes, ThreadPool* pool);
 
 // A buffer of weight-sized bytes read on demand: the ceiling measured next to each timed call of

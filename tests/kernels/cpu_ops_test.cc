@@ -2,8 +2,13 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <functional>
+#include <map>
+#include <mutex>
 #include <random>
+#include <thread>
 
 #include "common/cache_line_allocator.h"
 #include "common/dtype.h"
@@ -434,6 +439,92 @@ TEST(ThreadPool, CoversEveryIndexOnce) {
     });
     for (size_t i = 0; i < n; ++i) ASSERT_EQ(hits[i], 1) << n << ":" << i;
   }
+}
+
+struct BalancedChunk {
+  int owner;
+  size_t begin, end;
+  std::thread::id thread;
+};
+
+std::vector<BalancedChunk> RunBalanced(
+    ThreadPool& pool, size_t n, size_t grain, size_t min_chunk,
+    const std::function<void(const BalancedChunk&)>& work = nullptr) {
+  std::mutex mutex;
+  std::vector<BalancedChunk> chunks;
+  pool.ParallelForBalanced(n, grain, min_chunk, [&](int owner, size_t begin, size_t end) {
+    const BalancedChunk chunk{owner, begin, end, std::this_thread::get_id()};
+    if (work) work(chunk);
+    std::lock_guard<std::mutex> lock(mutex);
+    chunks.push_back(chunk);
+  });
+  return chunks;
+}
+
+TEST(ThreadPoolBalanced, CoversEveryIndexOnceInWholeGrainChunksOfItsOwnersPiece) {
+  for (int threads : {1, 2, 3}) {
+    ThreadPool pool(threads);
+    for (size_t n : {0u, 1u, 7u, 100u, 1001u, 4096u}) {
+      for (size_t min_chunk : {0u, 50u}) {
+        const size_t grain = 4;
+        const std::vector<BalancedChunk> chunks = RunBalanced(pool, n, grain, min_chunk);
+        std::vector<int> hits(n, 0);
+        std::map<int, std::vector<BalancedChunk>> by_owner;
+        for (const BalancedChunk& c : chunks) {
+          ASSERT_LT(c.begin, c.end);
+          ASSERT_GE(c.owner, 0);
+          ASSERT_LT(c.owner, threads);
+          for (size_t i = c.begin; i < c.end; ++i) ++hits[i];
+          by_owner[c.owner].push_back(c);
+        }
+        for (size_t i = 0; i < n; ++i)
+          ASSERT_EQ(hits[i], 1) << threads << " threads, n " << n << ": " << i;
+        for (auto& [owner, own] : by_owner) {
+          const auto [piece_begin, piece_end] = ThreadPool::Piece(n, grain, threads, owner);
+          std::sort(own.begin(), own.end(),
+                    [](const auto& a, const auto& b) { return a.begin < b.begin; });
+          EXPECT_LE(own.size(), ThreadPool::kChunksPerPiece);
+          for (size_t k = 0; k < own.size(); ++k) {
+            EXPECT_GE(own[k].begin, piece_begin);
+            EXPECT_LE(own[k].end, piece_end);
+            EXPECT_EQ((own[k].begin - piece_begin) % grain, 0u);
+            if (k + 1 <
+                own.size()) {  // all but a piece's last: one length, whole grains, >= min_chunk
+              EXPECT_EQ(own[k].end - own[k].begin, own[0].end - own[0].begin);
+              EXPECT_EQ((own[k].end - own[k].begin) % grain, 0u);
+              EXPECT_GE(own[k].end - own[k].begin, min_chunk);
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(ThreadPoolBalanced, AMemberDoneEarlyTakesASlowMembersChunksFromTheBack) {
+  ThreadPool pool(2);
+  const std::thread::id caller = std::this_thread::get_id();
+  // 16 chunks of 50 a piece; every chunk on the worker thread takes 5 ms, on the caller none.
+  const std::vector<BalancedChunk> chunks =
+      RunBalanced(pool, 1600, 1, 0, [&](const BalancedChunk& c) {
+        if (c.thread != caller) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      });
+  size_t covered = 0, stolen = 0, worker_last_end = 0, caller_first_begin = SIZE_MAX;
+  for (const BalancedChunk& c : chunks) {
+    covered += c.end - c.begin;
+    if (c.owner != 1) continue;
+    if (c.thread == caller) {
+      ++stolen;
+      caller_first_begin = std::min(caller_first_begin, c.begin);
+    } else {
+      worker_last_end = std::max(worker_last_end, c.end);
+    }
+  }
+  EXPECT_EQ(covered, 1600u);
+  EXPECT_GE(stolen, 1u) << "the caller, done with its own piece at once, took none of the worker's";
+  EXPECT_LT(stolen, 16u) << "the owner keeps the chunk its stream reaches next";
+  EXPECT_EQ(worker_last_end, caller_first_begin)
+      << "stolen chunks are a suffix of the worker's piece";
 }
 
 }  // namespace

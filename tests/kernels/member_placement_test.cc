@@ -80,6 +80,52 @@ TEST_P(PlacedLinear, MatchesTheWholeMatrixBitwise) {
   }
 }
 
+// A matrix whose pieces are several kBalancedChunkBytes chunks (ThreadPool::ParallelForBalanced),
+// placed and not: with a pool of 2 or 3, whichever thread takes a chunk, every output is what one
+// thread computing the whole matrix gives, bitwise.
+class BalancedLinear : public ::testing::TestWithParam<LinearKernel> {};
+
+TEST_P(BalancedLinear, ChunksOnAnyThreadGiveTheOneThreadOutputsBitwise) {
+  const LinearKernel kernel = GetParam();
+  if (!LinearKernelAvailable(kernel))
+    GTEST_SKIP() << LinearKernelName(kernel) << " does not run on this CPU";
+  const int in = 256, tokens = 8;
+  // Pieces of three members still span two chunks or more; 5 rows past the last tiled unit.
+  const int out = static_cast<int>(3 * 2 * kBalancedChunkBytes / (2 * in)) + 32 + 5;
+  std::mt19937 random(7);
+  std::normal_distribution<float> normal;
+  std::vector<uint16_t> w(static_cast<size_t>(out) * in);
+  for (auto& v : w) v = F32ToBF16(normal(random) * 0.1f);
+  const WeightLayout layout = PreferredLayout(kernel, in);
+  ArrangeWeights(w.data(), out, in, layout);
+  std::vector<float> x(static_cast<size_t>(tokens) * in), bias(out);
+  for (auto& v : x) v = normal(random);
+  for (auto& v : bias) v = normal(random);
+  std::vector<float> one_thread(static_cast<size_t>(tokens) * out);
+  Linear({x.data(), w.data(), bias.data(), one_thread.data(), tokens, in, out, layout}, nullptr,
+         kernel);
+  const MemberPlacement::Matrix matrix{w.data(), out, in, layout};
+  for (int members : {2, 3}) {
+    ThreadPool pool(members);
+    const MemberPlacement placement(std::span(&matrix, 1), members);
+    for (bool placed : {false, true}) {
+      for (int repeat = 0; repeat < 3; ++repeat) {  // the chunks' threads change from call to call
+        std::vector<float> y(one_thread.size(), -1.0f);
+        LinearArgs args{x.data(), w.data(), bias.data(), y.data(), tokens, in, out, layout};
+        if (placed) args.placed = &placement.rows(0);
+        Linear(args, &pool, kernel);
+        ASSERT_EQ(0, std::memcmp(y.data(), one_thread.data(), y.size() * sizeof(float)))
+            << members << " members, " << (placed ? "placed" : "one matrix") << ", call " << repeat;
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Kernels, BalancedLinear, ::testing::ValuesIn(kLinearKernels),
+                         [](const auto& param_info) {
+                           return std::string(LinearKernelName(param_info.param));
+                         });
+
 INSTANTIATE_TEST_SUITE_P(Kernels, PlacedLinear,
                          ::testing::Combine(::testing::ValuesIn(kLinearKernels),
                                             ::testing::Values(1, 2, 5),
