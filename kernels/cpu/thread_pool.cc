@@ -82,16 +82,15 @@ void ThreadPool::ParallelForBalanced(size_t n, size_t grain, size_t min_chunk,
     return std::max<size_t>({1, min_grains, (grains + kChunksPerPiece - 1) / kChunksPerPiece}) *
            grain;
   };
-  uint64_t most_chunks = 0;
-  for (int m = 0; m < members; ++m) {
+  auto chunks_of = [&](int m) -> uint64_t {
     const auto [begin, end] = Piece(n, grain, members, m);
-    const size_t length = chunk_length(m);
-    const uint64_t chunks = (end - begin + length - 1) / length;
-    claims_[m].front_back.store(chunks << 32, std::memory_order_relaxed);
-    most_chunks = std::max(most_chunks, chunks);
-  }
-  if (most_chunks <=
-      1) {  // nothing another member could take: ParallelFor, without the claims' traffic
+    return (end - begin + chunk_length(m) - 1) / chunk_length(m);
+  };
+  uint64_t most_chunks = 0;
+  for (int m = 0; m < members; ++m) most_chunks = std::max(most_chunks, chunks_of(m));
+  // Pieces of one chunk: nothing another member could take, so ParallelFor, without the claims'
+  // cache-line traffic (1-2% of a small matrix's call: docs/PERFORMANCE.md, session 32).
+  if (most_chunks <= 1) {
     ParallelFor(static_cast<size_t>(members), 1, [&](size_t self_begin, size_t self_end) {
       for (size_t m = self_begin; m < self_end; ++m) {
         const auto [begin, end] = Piece(n, grain, members, static_cast<int>(m));
@@ -100,10 +99,14 @@ void ThreadPool::ParallelForBalanced(size_t n, size_t grain, size_t min_chunk,
     });
     return;
   }
+  for (int m = 0; m < members; ++m) {
+    claims_[m].front_back.store(chunks_of(m) << 32, std::memory_order_relaxed);
+  }
   auto run = [&](int owner, uint64_t chunk) {
     const auto [begin, end] = Piece(n, grain, members, owner);
-    const size_t first = begin + chunk * chunk_length(owner);
-    fn(owner, first, std::min(end, first + chunk_length(owner)));
+    const size_t length = chunk_length(owner);
+    const size_t first = begin + chunk * length;
+    fn(owner, first, std::min(end, first + length));
   };
   // Claims one chunk of member m's piece: its owner the next from the front, another member the
   // last from the back while two or more are left.
