@@ -488,8 +488,8 @@ TEST(ThreadPoolBalanced, CoversEveryIndexOnceInWholeGrainChunksOfItsOwnersPiece)
             EXPECT_GE(own[k].begin, piece_begin);
             EXPECT_LE(own[k].end, piece_end);
             EXPECT_EQ((own[k].begin - piece_begin) % grain, 0u);
-            if (k + 1 <
-                own.size()) {  // all but a piece's last: one length, whole grains, >= min_chunk
+            // All but a piece's last chunk: one length, whole grains, at least min_chunk.
+            if (k + 1 < own.size()) {
               EXPECT_EQ(own[k].end - own[k].begin, own[0].end - own[0].begin);
               EXPECT_EQ((own[k].end - own[k].begin) % grain, 0u);
               EXPECT_GE(own[k].end - own[k].begin, min_chunk);
