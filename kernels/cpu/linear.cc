@@ -374,6 +374,7 @@ void Linear(const LinearArgs& a, ThreadPool* pool, LinearKernel kernel) {
                  a.layout == WeightLayout::kAmxTiles ? "amx" : "avx512bf16", LinearKernelName(kernel));
     std::abort();
   }
+  if (a.tokens <= 0 || a.out <= 0) return;  // nothing to compute (a step without logit rows)
   static std::atomic<uint64_t> calls{0};
   const uint64_t call = calls.fetch_add(1, std::memory_order_relaxed) + 1;
   auto prepared_here = [&]() -> const PreparedActivations& {  // this thread's, made once a call

@@ -123,6 +123,29 @@ TEST_P(BalancedLinear, ChunksOnAnyThreadGiveTheOneThreadOutputsBitwise) {
   }
 }
 
+// A step without logit rows calls the LM head with no tokens and no output (chunked prefill):
+// nothing is computed or written, placed or not, with a pool or without (the sanitizer build
+// checks that no offset is applied to the null output).
+TEST_P(BalancedLinear, NoTokensIsANoOp) {
+  const LinearKernel kernel = GetParam();
+  if (!LinearKernelAvailable(kernel))
+    GTEST_SKIP() << LinearKernelName(kernel) << " does not run on this CPU";
+  const int in = 64, out = 96;
+  const WeightLayout layout = PreferredLayout(kernel, in);
+  std::vector<uint16_t> w(static_cast<size_t>(out) * in, F32ToBF16(0.5f));
+  ArrangeWeights(w.data(), out, in, layout);
+  const MemberPlacement::Matrix matrix{w.data(), out, in, layout};
+  const MemberPlacement placement(std::span(&matrix, 1), 2);
+  ThreadPool pool(2);
+  for (ThreadPool* p : {&pool, static_cast<ThreadPool*>(nullptr)}) {
+    for (bool placed : {false, true}) {
+      LinearArgs args{nullptr, w.data(), nullptr, nullptr, 0, in, out, layout};
+      if (placed) args.placed = &placement.rows(0);
+      Linear(args, p, kernel);
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Kernels, BalancedLinear, ::testing::ValuesIn(kLinearKernels),
                          [](const auto& param_info) {
                            return std::string(LinearKernelName(param_info.param));
