@@ -91,10 +91,11 @@ void Linear(const LinearArgs& args, ThreadPool* pool, LinearKernel kernel = Best
 // takes its own piece front to back, and one done early takes chunks of at least this many bytes
 // of weights from the back of a slower member's piece, so that a core running slower than the
 // others (a busy neighbour on a shared VM, a hybrid CPU's small core) no longer sets the time of
-// every call. A piece of a single chunk (here, the small model's QKV and O projections) stays
-// with its member. Which thread computes a row never changes its arithmetic. At 1 MiB a chunk,
-// a decode step's Linears on the 2-vCPU AMD EPYC ran as fast as the static split with the two
-// cores equal and faster with one slowed (docs/PERFORMANCE.md, session 32).
+// every call. A piece of a single chunk stays with its member (the small model's layer matrices:
+// gate/up's pieces, the largest, are 3 MiB; the LM head's 98 MiB pieces take 16 chunks). Which
+// thread computes a row never changes its arithmetic. On the 2-vCPU AMD EPYC a decode step's
+// Linears ran as fast as with the static split while the two vCPUs ran alike (0.997-1.019x) and
+// the LM head 1.05-1.23x faster while one ran 1.15-1.6x slower (docs/PERFORMANCE.md, session 32).
 inline constexpr size_t kBalancedChunkBytes = size_t{4} << 20;
 
 // The rows of the unit Linear splits a matrix in `layout` among pool members in (16 row-major;
