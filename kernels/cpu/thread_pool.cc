@@ -84,7 +84,8 @@ void ThreadPool::ParallelForBalanced(size_t n, size_t grain, size_t min_chunk,
   };
   auto chunks_of = [&](int m) -> uint64_t {
     const auto [begin, end] = Piece(n, grain, members, m);
-    return (end - begin + chunk_length(m) - 1) / chunk_length(m);
+    const size_t length = chunk_length(m);
+    return (end - begin + length - 1) / length;
   };
   uint64_t most_chunks = 0;
   for (int m = 0; m < members; ++m) most_chunks = std::max(most_chunks, chunks_of(m));
