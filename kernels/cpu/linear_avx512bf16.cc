@@ -107,14 +107,20 @@ TPSERVE_TARGET_AVX512BF16 inline __m512bh AsBf16(__m512i v) {
 // EPYC (Zen 5) this was tuned on: two blocks stored apart and read side by side (two streams) read
 // the LM head at 64-82% of the paired read against 82-93% for one block; two chunks of a block
 // 2 KiB apart ran one token 20% slower; a pass over one block of a group (every other line) from
-// memory ran eight tokens 16-50% slower.
+// memory ran eight tokens 16-50% slower (in session 18, against whole groups; chunk by chunk, as
+// below, it is now the faster order).
 //
-// More than four tokens: the first four pass over both blocks, which brings the group from memory
-// in order; the rest, in eights, pass over one block at a time (16 accumulators, half the permutes
-// per product) from the cache. Up to kChunkedTokens, the group goes chunk by chunk (kChunkPairs
-// input pairs, 16 KiB), each chunk in the L1 cache while every pass reads it, the sums waiting in
-// f32 memory between chunks; more tokens take whole groups from L2 (no sums traffic), which
-// bench_linear measured 7-13% faster at 64 and 512 tokens, and 7-16% slower at 8 and 16.
+// More than four tokens pass over one block at a time, in eights (16 accumulators, half the
+// permutes per product). Up to kChunkedTokens, the group goes chunk by chunk (kChunkPairs input
+// pairs, 16 KiB), each chunk in the L1 cache while every pass reads it, the sums waiting in f32
+// memory between chunks: every eight tokens' pass over block 0, then over block 1 (a last four or
+// fewer over both). Against the first four over both blocks and the rest in eights over one
+// (sessions 18-33), this ran a decode step at batch 8 1.03x faster and its LM head 1.04x (18 pairs
+// of `tpserve bench-decode` alternated, 15 of 18 LM heads faster), and bench_linear's shapes at
+// 12-24 tokens 1.03-1.07x (docs/PERFORMANCE.md, session 34). More tokens take whole groups from L2
+// (no sums traffic): the first four over both blocks, which brings the group from memory in order,
+// the rest in eights over one; bench_linear measured that 7-13% faster at 64 and 512 tokens than
+// chunks, and 7-16% slower at 8 and 16.
 // A lane's sequence is the same whichever pass computes it (and an f32 store and load are exact),
 // so batches stay bitwise invariant.
 constexpr int kBothBlocksTokens = 4;
@@ -129,23 +135,20 @@ constexpr int kChunkPairs = 128;
 // docs/PERFORMANCE.md, session 27).
 constexpr int kPageStartsTokens = 1;
 constexpr int kSumsPerToken = 2 * 2 * 16;  // [2 blocks][outputs 0-7, 8-15][16 lanes]
-// A pass's every-line prefetch (GroupPassAvx512Bf16's prefetch_block): its own blocks' lines, or
-// block 0's or block 1's only.
-constexpr int kOwnBlocks = -1;
 
 // Blocks [first_block, first_block + kBlocks) of one group against n tokens, over input pairs
 // [pair_begin, pair_end) of `pairs`. sums: kSumsPerToken floats per token, read at the start unless
 // pair_begin is 0 and written at the end unless pair_end is `pairs`; after the last pair, block
-// b's output o of token t goes to out[t * out_stride + 16 b + o]. With kEveryLine, prefetch_block
-// says which of the pass's lines to prefetch (kOwnBlocks, or one block's), and from_memory whether
-// the pass is the first over these pairs, the one that also prefetches the page starts further
-// ahead (stream_prefetch.h, kEveryLinePageStartsBytes).
+// b's output o of token t goes to out[t * out_stride + 16 b + o]. With kEveryLine, the pass
+// prefetches its own blocks' lines, and from_memory says whether it is the first over these pairs,
+// the one that also prefetches the page starts further ahead (stream_prefetch.h,
+// kEveryLinePageStartsBytes).
 template <int n, int kBlocks, StreamPrefetch kPrefetch>
 TPSERVE_TARGET_AVX512BF16 void GroupPassAvx512Bf16(const uint16_t* group, int first_block,
                                                    int pair_begin, int pair_end, int pairs,
                                                    const uint16_t* const* x, float* sums,
                                                    float* out, size_t out_stride,
-                                                   int prefetch_block, bool from_memory) {
+                                                   bool from_memory) {
   const __m512i outputs_0_to_7 = _mm512_set_epi32(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0);
   const __m512i outputs_8_to_15 =
       _mm512_set_epi32(15, 15, 14, 14, 13, 13, 12, 12, 11, 11, 10, 10, 9, 9, 8, 8);
@@ -171,9 +174,7 @@ TPSERVE_TARGET_AVX512BF16 void GroupPassAvx512Bf16(const uint16_t* group, int fi
 #pragma GCC unroll 2
     for (int b = 0; b < kBlocks; ++b) {
       const uint16_t* line = lines + 2 * amx::kTileRows * (first_block + b);
-      if constexpr (kPrefetch == StreamPrefetch::kEveryLine) {
-        if (prefetch_block == kOwnBlocks || first_block + b == prefetch_block) PrefetchLineAhead(line);
-      }
+      if constexpr (kPrefetch == StreamPrefetch::kEveryLine) PrefetchLineAhead(line);
       const __m512i wp = _mm512_loadu_si512(line);
       w[2 * b] = AsBf16(_mm512_permutexvar_epi32(outputs_0_to_7, wp));
       w[2 * b + 1] = AsBf16(_mm512_permutexvar_epi32(outputs_8_to_15, wp));
@@ -212,7 +213,7 @@ TPSERVE_TARGET_AVX512BF16 void GroupPassAvx512Bf16(const uint16_t* group, int fi
 }
 
 using GroupPassFn = void (*)(const uint16_t*, int, int, int, int, const uint16_t* const*, float*,
-                             float*, size_t, int, bool);
+                             float*, size_t, bool);
 constexpr auto kEvery = StreamPrefetch::kEveryLine;
 constexpr GroupPassFn kBothBlocksPageStarts[kPageStartsTokens + 1] = {
     nullptr, GroupPassAvx512Bf16<1, 2, StreamPrefetch::kPageStarts>};
@@ -299,33 +300,26 @@ void GroupRowsAvx512Bf16(const uint16_t* w, int in, const uint16_t* x, int token
   // One token's pass over each group prefetches page starts alone.
   const GroupPassFn* both_blocks = tokens <= kPageStartsTokens ? kBothBlocksPageStarts : kBothBlocks;
   const int chunk_pairs = chunked ? kChunkPairs : pairs;
-  // Five to eight tokens take two passes over each chunk, both over both blocks: the first
-  // prefetches the next chunk's block-0 lines, the second its block-1 lines, so the next 16 KiB
-  // are asked for across both passes instead of in one burst (batch 8 1.03-1.12x). Otherwise each
-  // pass prefetches its own blocks' lines.
-  const bool split_prefetch = chunked && tokens <= 2 * kBothBlocksTokens;
-  auto prefetch_of = [split_prefetch](int pass) { return split_prefetch ? pass : kOwnBlocks; };
   thread_local std::vector<float, CacheLineAllocator<float>> sums;  // this thread's own
   sums.resize(static_cast<size_t>(tokens) * kSumsPerToken);
   for (size_t row = row_begin; row < row_end; row += kPairGroupRows) {
     const uint16_t* group = w + row * in;
     for (int p0 = 0; p0 < pairs; p0 += chunk_pairs) {
       const int p1 = std::min(pairs, p0 + chunk_pairs);
-      // The first four tokens (and a last four or fewer) over both blocks, eights over one.
+      // Passes of up to four tokens over both blocks, eights over one (whole groups: the first
+      // four over both).
       int pass = 0;
       for (int t0 = 0, n; t0 < tokens; t0 += n) {
-        n = std::min(t0 == 0 ? kBothBlocksTokens : kOneBlockTokens, tokens - t0);
+        n = std::min(t0 == 0 && !chunked ? kBothBlocksTokens : kOneBlockTokens, tokens - t0);
         for (int t = 0; t < n; ++t) rows[t] = x + static_cast<size_t>(t0 + t) * PairRowStride(in);
         float* token_sums = sums.data() + static_cast<size_t>(t0) * kSumsPerToken;
         float* token_y = y + static_cast<size_t>(t0) * y_stride + row;
         if (n <= kBothBlocksTokens) {
-          both_blocks[n](group, 0, p0, p1, pairs, rows, token_sums, token_y, y_stride,
-                         prefetch_of(pass), pass == 0);
+          both_blocks[n](group, 0, p0, p1, pairs, rows, token_sums, token_y, y_stride, pass == 0);
           ++pass;
         } else {
           for (int block = 0; block < 2; ++block) {
-            kOneBlock[n](group, block, p0, p1, pairs, rows, token_sums, token_y, y_stride,
-                         prefetch_of(pass), pass == 0);
+            kOneBlock[n](group, block, p0, p1, pairs, rows, token_sums, token_y, y_stride, pass == 0);
             ++pass;
           }
         }

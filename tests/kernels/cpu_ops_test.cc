@@ -357,9 +357,11 @@ INSTANTIATE_TEST_SUITE_P(LargeShapes, LinearTest,
                                            std::make_tuple(LinearKernel::kAvx512Bf16, 37, 2048, 84),
                                            std::make_tuple(LinearKernel::kAvx512Bf16, 8, 768, 96),
                                            // The most tokens one pass over each group takes (4),
-                                           // and the fewest that go chunk by chunk (5).
+                                           // and the fewest that go chunk by chunk (5: one block a
+                                           // pass); 12 = eight over one block, then four over both.
                                            std::make_tuple(LinearKernel::kAvx512Bf16, 4, 768, 96),
                                            std::make_tuple(LinearKernel::kAvx512Bf16, 5, 768, 64),
+                                           std::make_tuple(LinearKernel::kAvx512Bf16, 12, 768, 64),
                                            // AVX2: twelve chains, one sweep per token of a
                                            // tile; 6 = 4 + 2 tokens (two sweeps of six), in =
                                            // 2 x 96 + 8 (a whole last-round block).
