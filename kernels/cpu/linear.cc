@@ -194,6 +194,14 @@ PreparedActivations PrepareActivations(const LinearArgs& a, LinearKernel kernel)
     }
     return p;
   }
+  if (kernel == LinearKernel::kAvx2) {
+    thread_local std::vector<float, CacheLineAllocator<float>> permuted;
+    permuted.resize(static_cast<size_t>(a.tokens) * dot::Avx2RowStride(a.in));
+    dot::PermuteForAvx2(a.x, a.tokens, a.in, permuted.data());
+    p.x = permuted.data();
+    p.x_stride = dot::Avx2RowStride(a.in);
+    return p;
+  }
   // Every token's row on whole cache lines: a 512-bit (or 256-bit) activation load that straddles
   // two lines issues twice, and the AVX-512 kernel then ran at 54 GB/s of weights per thread in
   // cache against 79 aligned (docs/PERFORMANCE.md). The engine's buffers are aligned already; any

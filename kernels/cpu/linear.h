@@ -3,7 +3,7 @@
 //
 // Batch invariance: for a given kernel and shape, every output element y[t, o] is the dot product
 // of row t of x and row o of W computed by the same instruction sequence (AVX-512: 16-lane partial
-// sums over `in` in order, then one fixed horizontal reduction; AVX2 the same with 8 lanes;
+// sums over `in` in order, then one fixed horizontal reduction; AVX2: linear_avx2.cc;
 // AVX-512 BF16: linear_avx512bf16.cc; AMX: linear_amx.h), whatever the number of tokens, the
 // tiling or the thread count.
 #pragma once

@@ -1,8 +1,14 @@
 // The AVX2 + FMA path of Linear (linear_dot.h): for x86 CPUs without AVX-512 (most desktops and
-// laptops, older EPYC and Xeon, many cloud VMs). The bf16 weights are widened to f32 (a shift of
-// the 16 bits into the high half) and multiplied with f32 FMAs: 8-element block b of a row
-// accumulates into chain b % kChains of its token; the chains are combined in one fixed tree and
-// the 8 lanes reduced in one fixed order.
+// laptops, older EPYC and Xeon, many cloud VMs). Sixteen bf16 weights are loaded as one 256-bit
+// vector and widened to f32 as two: the even elements by a shift of each 32-bit lane, the odd ones
+// by a mask (a bf16 is the high half of its f32), against activations stored in the same order
+// (PermuteForAvx2, once per call). Then f32 FMAs: the even and odd halves of 16-element group g of
+// a row accumulate into chains 2g % kChains and (2g + 1) % kChains of its token; the chains are
+// combined in one fixed tree and the 8 lanes reduced in one fixed order. Against widening each 8
+// weights with a zero-extending shuffle and a shift (half the vector instructions per weight), on
+// an AMD EPYC (Zen 5): batch-1 decode at 1.045-1.061x its fraction of the paired read (medians of
+// 18 alternated pairs, 14 better), the layer matrices at one token 1.10-1.14x in an alternated
+// harness, the LM head alike (docs/PERFORMANCE.md, session 34).
 //
 // Twelve chains, not four: one token's pass is a chain of dependent FMAs per accumulator, and on
 // an AMD EPYC (Zen 5) twelve streamed the LM head 1.1-1.2x faster than four, where eight did no
@@ -25,12 +31,19 @@ namespace {
 
 #define TPSERVE_TARGET_AVX2 __attribute__((target("avx2,fma")))
 
-TPSERVE_TARGET_AVX2 inline __m256 WidenBf16x8(__m128i bf16) {
-  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(bf16), 16));
+// Group g of a row's weights (16 bf16 from w): its even elements (half 0) or odd ones (half 1) as
+// f32, exactly. A last group of fewer than `remaining` < 16 weights reads only those, the rest 0.
+template <int half>
+TPSERVE_TARGET_AVX2 inline __m256 WidenHalf(__m256i bits) {
+  if constexpr (half == 0) return _mm256_castsi256_ps(_mm256_slli_epi32(bits, 16));
+  return _mm256_castsi256_ps(_mm256_and_si256(bits, _mm256_set1_epi32(static_cast<int>(0xFFFF0000u))));
 }
 
-TPSERVE_TARGET_AVX2 inline __m256 LoadBf16x8(const uint16_t* p) {
-  return WidenBf16x8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+TPSERVE_TARGET_AVX2 inline __m256i LoadGroup(const uint16_t* w, int remaining) {
+  if (remaining >= 16) return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w));
+  alignas(32) uint16_t tail[16] = {};
+  std::copy_n(w, remaining, tail);
+  return _mm256_load_si256(reinterpret_cast<const __m256i*>(tail));
 }
 
 // The lanes of v summed as ((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7)).
@@ -44,8 +57,9 @@ constexpr int kChains = 12;                // 8-float accumulators per token
 constexpr int kStride = 8 * kChains;       // elements a full round of the chains covers
 static_assert(kChains % 4 == 0 && kChains % 3 == 0, "n = 1..4 tokens split the chains evenly");
 
-// Chains [first, first + count) of n tokens over one row (block b of the row to chain b % kChains):
-// sums[t][first + k] gets chain first + k's total. The first sweep of a row prefetches it.
+// Chains [first, first + count) of n tokens over one row (chain c: half c % 2 of groups g with
+// 2g % kChains == c - c % 2): sums[t][first + k] gets chain first + k's total. x[t]: a token's
+// activations from PermuteForAvx2. The first sweep of a row prefetches it.
 template <int n, int first, int count>
 TPSERVE_TARGET_AVX2 inline void RowSweep(const uint16_t* w, const float* const* x, int in,
                                          StreamPrefetch prefetch, __m256 (&sums)[n][kChains]) {
@@ -58,24 +72,25 @@ TPSERVE_TARGET_AVX2 inline void RowSweep(const uint16_t* w, const float* const* 
     if constexpr (first == 0) PrefetchAhead(w + i, kStride * sizeof(uint16_t), prefetch);
 #pragma GCC unroll 12
     for (int k = 0; k < count; ++k) {
-      const int at = i + 8 * (first + k);
-      const __m256 wk = LoadBf16x8(w + at);
-      for (int t = 0; t < n; ++t) acc[t][k] = _mm256_fmadd_ps(wk, _mm256_loadu_ps(x[t] + at), acc[t][k]);
+      const int chain = first + k, at = i + 16 * (chain / 2);
+      const __m256i bits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + at));
+      const __m256 wk = chain % 2 == 0 ? WidenHalf<0>(bits) : WidenHalf<1>(bits);
+      for (int t = 0; t < n; ++t) {
+        acc[t][k] = _mm256_fmadd_ps(wk, _mm256_loadu_ps(x[t] + at + 8 * (chain % 2)), acc[t][k]);
+      }
     }
   }
-  // The last round's blocks (fewer than kChains, the last maybe partial) continue the assignment.
+  // The last round's groups (fewer than kChains / 2, the last maybe partial) continue the
+  // assignment; the activations past `in` are 0 (PermuteForAvx2), and so are the weights read.
 #pragma GCC unroll 12
   for (int k = 0; k < count; ++k) {
-    const int at = i + 8 * (first + k);
+    const int chain = first + k, at = i + 16 * (chain / 2);
     if (at >= in) break;
-    const int remaining = std::min(8, in - at);
-    alignas(16) uint16_t w_tail[8] = {};
-    alignas(32) int32_t lanes[8];
-    std::copy_n(w + at, remaining, w_tail);
-    for (int l = 0; l < 8; ++l) lanes[l] = l < remaining ? -1 : 0;
-    const __m256i mask = _mm256_load_si256(reinterpret_cast<const __m256i*>(lanes));
-    const __m256 wk = LoadBf16x8(w_tail);
-    for (int t = 0; t < n; ++t) acc[t][k] = _mm256_fmadd_ps(wk, _mm256_maskload_ps(x[t] + at, mask), acc[t][k]);
+    const __m256i bits = LoadGroup(w + at, in - at);
+    const __m256 wk = chain % 2 == 0 ? WidenHalf<0>(bits) : WidenHalf<1>(bits);
+    for (int t = 0; t < n; ++t) {
+      acc[t][k] = _mm256_fmadd_ps(wk, _mm256_loadu_ps(x[t] + at + 8 * (chain % 2)), acc[t][k]);
+    }
   }
   for (int t = 0; t < n; ++t) {
     for (int k = 0; k < count; ++k) sums[t][first + k] = acc[t][k];
@@ -109,7 +124,29 @@ TPSERVE_TARGET_AVX2 void DotRowsAvx2(const uint16_t* w, size_t rows, const float
   }
 }
 
+// Each 16-element group of a row as its 8 even elements, then its 8 odd ones; zeros past `in`.
+TPSERVE_TARGET_AVX2 void PermuteForAvx2Impl(const float* x, int tokens, int in, float* out) {
+  const size_t stride = Avx2RowStride(in);
+  const __m256i even_odd = _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7);
+  for (int t = 0; t < tokens; ++t) {
+    const float* row = x + static_cast<size_t>(t) * in;
+    float* dst = out + static_cast<size_t>(t) * stride;
+    int i = 0;
+    for (; i + 16 <= in; i += 16) {
+      // Within each 128-bit half: evens, then odds; then the halves' evens together.
+      const __m256 a = _mm256_permutevar8x32_ps(_mm256_loadu_ps(row + i), even_odd);  // e0..e3 o0..o3
+      const __m256 b = _mm256_permutevar8x32_ps(_mm256_loadu_ps(row + i + 8), even_odd);  // e4..e7 o4..o7
+      _mm256_storeu_ps(dst + i, _mm256_permute2f128_ps(a, b, 0x20));
+      _mm256_storeu_ps(dst + i + 8, _mm256_permute2f128_ps(a, b, 0x31));
+    }
+    for (size_t j = static_cast<size_t>(i); j < stride; ++j) dst[j] = 0.0f;
+    for (int j = i; j < in; ++j) dst[i + (j - i) / 2 + 8 * ((j - i) % 2)] = row[j];
+  }
+}
+
 }  // namespace
+
+void PermuteForAvx2(const float* x, int tokens, int in, float* out) { PermuteForAvx2Impl(x, tokens, in, out); }
 
 const Table<F32Fn>& Avx2() {
   static const Table<F32Fn> table = {{nullptr, DotRowsAvx2<1>, DotRowsAvx2<2>, DotRowsAvx2<3>, DotRowsAvx2<4>}};
@@ -122,6 +159,7 @@ const Table<F32Fn>& Avx2() {
   static const Table<F32Fn> none;
   return none;
 }
+void PermuteForAvx2(const float*, int, int, float*) {}
 
 #endif
 

@@ -34,8 +34,12 @@ struct Table {
   size_t rows_per_call = SIZE_MAX;
 };
 
-// AVX2 + FMA (linear_avx2.cc; cpu::HasAvx2Fma): 8-lane f32 FMA on the weights widened to f32.
+// AVX2 + FMA (linear_avx2.cc; cpu::HasAvx2Fma): 8-lane f32 FMA on the weights widened to f32,
+// each 16 as its even and its odd elements. The table's x[t] is a token's row from PermuteForAvx2:
+// [Avx2RowStride(in)] f32, each 16-element group's even elements, then its odd ones, 0 past in.
 const Table<F32Fn>& Avx2();
+constexpr size_t Avx2RowStride(int in) { return (static_cast<size_t>(in) + 15) / 16 * 16; }
+void PermuteForAvx2(const float* x, int tokens, int in, float* out);
 
 // AVX-512 BF16 (linear_avx512bf16.cc): VDPBF16PS on bf16 pairs, each activation split once per
 // call into two bf16 (SplitToBf16: out [tokens, 2, in], a row's hi parts then its lo parts); the
