@@ -4,11 +4,11 @@
 // by a mask (a bf16 is the high half of its f32), against activations stored in the same order
 // (PermuteForAvx2, once per call). Then f32 FMAs: the even and odd halves of 16-element group g of
 // a row accumulate into chains 2g % kChains and (2g + 1) % kChains of its token; the chains are
-// combined in one fixed tree and the 8 lanes reduced in one fixed order. Against widening each 8
-// weights with a zero-extending shuffle and a shift (half the vector instructions per weight), on
-// an AMD EPYC (Zen 5): batch-1 decode at 1.045-1.061x its fraction of the paired read (medians of
-// 18 alternated pairs, 14 better), the layer matrices at one token 1.10-1.14x in an alternated
-// harness, the LM head alike (docs/PERFORMANCE.md, session 34).
+// combined in one fixed tree and the 8 lanes reduced in one fixed order. That is half the vector
+// instructions per weight of widening each 8 weights with a zero-extending shuffle and a shift (the
+// kernel before it); on an AMD EPYC (Zen 5), batch-1 decode's fraction of the paired read rose
+// 1.045-1.061x (medians of two runs of alternated pairs, 14 of 18 better), the layer matrices at
+// one token 1.10-1.14x in an alternated harness, the LM head not (docs/PERFORMANCE.md, session 34).
 //
 // Twelve chains, not four: one token's pass is a chain of dependent FMAs per accumulator, and on
 // an AMD EPYC (Zen 5) twelve streamed the LM head 1.1-1.2x faster than four, where eight did no
@@ -31,14 +31,14 @@ namespace {
 
 #define TPSERVE_TARGET_AVX2 __attribute__((target("avx2,fma")))
 
-// Group g of a row's weights (16 bf16 from w): its even elements (half 0) or odd ones (half 1) as
-// f32, exactly. A last group of fewer than `remaining` < 16 weights reads only those, the rest 0.
+// 16 bf16 weights as f32, exactly: the even elements (half 0) or the odd ones (half 1).
 template <int half>
 TPSERVE_TARGET_AVX2 inline __m256 WidenHalf(__m256i bits) {
   if constexpr (half == 0) return _mm256_castsi256_ps(_mm256_slli_epi32(bits, 16));
   return _mm256_castsi256_ps(_mm256_and_si256(bits, _mm256_set1_epi32(static_cast<int>(0xFFFF0000u))));
 }
 
+// A group of 16 weights from w; where fewer than 16 remain in the row, those and zeros.
 TPSERVE_TARGET_AVX2 inline __m256i LoadGroup(const uint16_t* w, int remaining) {
   if (remaining >= 16) return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w));
   alignas(32) uint16_t tail[16] = {};

@@ -114,10 +114,11 @@ TPSERVE_TARGET_AVX512BF16 inline __m512bh AsBf16(__m512i v) {
 // permutes per product). Up to kChunkedTokens, the group goes chunk by chunk (kChunkPairs input
 // pairs, 16 KiB), each chunk in the L1 cache while every pass reads it, the sums waiting in f32
 // memory between chunks: every eight tokens' pass over block 0, then over block 1 (a last four or
-// fewer over both). Against the first four over both blocks and the rest in eights over one
-// (sessions 18-33), this ran a decode step at batch 8 1.03x faster and its LM head 1.04x (18 pairs
-// of `tpserve bench-decode` alternated, 15 of 18 LM heads faster), and bench_linear's shapes at
-// 12-24 tokens 1.03-1.07x (docs/PERFORMANCE.md, session 34). More tokens take whole groups from L2
+// fewer over both): each line is permuted once per eight tokens, not once per four. Against the
+// first four over both blocks and the rest in eights over one (sessions 18-33), this ran a decode
+// step at batch 8 1.03-1.05x faster and its LM head 1.04-1.05x (`tpserve bench-decode`, three runs
+// of alternated pairs), and the layer shapes at 12-24 tokens 1.03-1.07x (docs/PERFORMANCE.md,
+// session 34). More tokens take whole groups from L2
 // (no sums traffic): the first four over both blocks, which brings the group from memory in order,
 // the rest in eights over one; bench_linear measured that 7-13% faster at 64 and 512 tokens than
 // chunks, and 7-16% slower at 8 and 16.

@@ -364,7 +364,7 @@ INSTANTIATE_TEST_SUITE_P(LargeShapes, LinearTest,
                                            std::make_tuple(LinearKernel::kAvx512Bf16, 12, 768, 64),
                                            // AVX2: twelve chains, one sweep per token of a
                                            // tile; 6 = 4 + 2 tokens (two sweeps of six), in =
-                                           // 2 x 96 + 8 (a whole last-round block).
+                                           // 2 x 96 + 8 (a last 16-weight group of 8).
                                            std::make_tuple(LinearKernel::kAvx2, 6, 200, 24),
                                            std::make_tuple(LinearKernel::kAvx2, 37, 300, 33),
                                            std::make_tuple(LinearKernel::kAvx2, 140, 1024, 48)));
