@@ -196,10 +196,10 @@ PreparedActivations PrepareActivations(const LinearArgs& a, LinearKernel kernel)
   }
   if (kernel == LinearKernel::kAvx2) {
     thread_local std::vector<float, CacheLineAllocator<float>> permuted;
-    permuted.resize(static_cast<size_t>(a.tokens) * dot::Avx2RowStride(a.in));
+    p.x_stride = dot::Avx2RowStride(a.in);
+    permuted.resize(static_cast<size_t>(a.tokens) * p.x_stride);
     dot::PermuteForAvx2(a.x, a.tokens, a.in, permuted.data());
     p.x = permuted.data();
-    p.x_stride = dot::Avx2RowStride(a.in);
     return p;
   }
   // Every token's row on whole cache lines: a 512-bit (or 256-bit) activation load that straddles

@@ -57,6 +57,16 @@ constexpr int kChains = 12;                // 8-float accumulators per token
 constexpr int kStride = 8 * kChains;       // elements a full round of the chains covers
 static_assert(kChains % 4 == 0 && kChains % 3 == 0, "n = 1..4 tokens split the chains evenly");
 
+// Chain `chain`'s half of the 16-weight group `bits` at element `at` of a row, into acc[t][k] of
+// each of n tokens.
+template <int n, int count>
+TPSERVE_TARGET_AVX2 inline void AddGroupHalf(__m256i bits, int chain, const float* const* x, int at,
+                                             __m256 (&acc)[n][count], int k) {
+  const __m256 wk = chain % 2 == 0 ? WidenHalf<0>(bits) : WidenHalf<1>(bits);
+  const int half = 8 * (chain % 2);
+  for (int t = 0; t < n; ++t) acc[t][k] = _mm256_fmadd_ps(wk, _mm256_loadu_ps(x[t] + at + half), acc[t][k]);
+}
+
 // Chains [first, first + count) of n tokens over one row (chain c: half c % 2 of groups g with
 // 2g % kChains == c - c % 2): sums[t][first + k] gets chain first + k's total. x[t]: a token's
 // activations from PermuteForAvx2. The first sweep of a row prefetches it.
@@ -73,11 +83,7 @@ TPSERVE_TARGET_AVX2 inline void RowSweep(const uint16_t* w, const float* const* 
 #pragma GCC unroll 12
     for (int k = 0; k < count; ++k) {
       const int chain = first + k, at = i + 16 * (chain / 2);
-      const __m256i bits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + at));
-      const __m256 wk = chain % 2 == 0 ? WidenHalf<0>(bits) : WidenHalf<1>(bits);
-      for (int t = 0; t < n; ++t) {
-        acc[t][k] = _mm256_fmadd_ps(wk, _mm256_loadu_ps(x[t] + at + 8 * (chain % 2)), acc[t][k]);
-      }
+      AddGroupHalf<n>(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + at)), chain, x, at, acc, k);
     }
   }
   // The last round's groups (fewer than kChains / 2, the last maybe partial) continue the
@@ -86,11 +92,7 @@ TPSERVE_TARGET_AVX2 inline void RowSweep(const uint16_t* w, const float* const* 
   for (int k = 0; k < count; ++k) {
     const int chain = first + k, at = i + 16 * (chain / 2);
     if (at >= in) break;
-    const __m256i bits = LoadGroup(w + at, in - at);
-    const __m256 wk = chain % 2 == 0 ? WidenHalf<0>(bits) : WidenHalf<1>(bits);
-    for (int t = 0; t < n; ++t) {
-      acc[t][k] = _mm256_fmadd_ps(wk, _mm256_loadu_ps(x[t] + at + 8 * (chain % 2)), acc[t][k]);
-    }
+    AddGroupHalf<n>(LoadGroup(w + at, in - at), chain, x, at, acc, k);
   }
   for (int t = 0; t < n; ++t) {
     for (int k = 0; k < count; ++k) sums[t][first + k] = acc[t][k];

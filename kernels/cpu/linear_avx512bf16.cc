@@ -118,10 +118,9 @@ TPSERVE_TARGET_AVX512BF16 inline __m512bh AsBf16(__m512i v) {
 // first four over both blocks and the rest in eights over one (sessions 18-33), this ran a decode
 // step at batch 8 1.03-1.05x faster and its LM head 1.04-1.05x (`tpserve bench-decode`, three runs
 // of alternated pairs), and the layer shapes at 12-24 tokens 1.03-1.07x (docs/PERFORMANCE.md,
-// session 34). More tokens take whole groups from L2
-// (no sums traffic): the first four over both blocks, which brings the group from memory in order,
-// the rest in eights over one; bench_linear measured that 7-13% faster at 64 and 512 tokens than
-// chunks, and 7-16% slower at 8 and 16.
+// session 34). More tokens take whole groups from L2 (no sums traffic): the first four over both
+// blocks, which brings the group from memory in order, the rest in eights over one; bench_linear
+// measured that 7-13% faster at 64 and 512 tokens than chunks, and 7-16% slower at 8 and 16.
 // A lane's sequence is the same whichever pass computes it (and an f32 store and load are exact),
 // so batches stay bitwise invariant.
 constexpr int kBothBlocksTokens = 4;
