@@ -402,6 +402,18 @@ void Engine::RankLoop(int r) {
   }
 }
 
+cpu::ThreadPool& Engine::SamplingPool() {
+  // Rank 0's CPU pool has just finished the step and its members still spin (ThreadPool), where
+  // the sampling pool's members sleep and must be woken: at batch 8 of the default model on a
+  // 2-vCPU AMD EPYC (Zen 5) the step's host time fell from ~0.28 to ~0.18 ms (9 of 9 alternated
+  // runs, docs/PERFORMANCE.md, session 35). Between steps rank 0's thread waits for the next plan,
+  // so its pool is free; with fewer members than the sampling pool (TP > 1 in one process) the
+  // sampling pool's width wins.
+  cpu::ThreadPool* rank_pool = ranks_.empty() ? nullptr : ranks_[0]->pool.get();
+  return rank_pool != nullptr && rank_pool->size() >= sampling_pool_.size() ? *rank_pool
+                                                                            : sampling_pool_;
+}
+
 Status Engine::SampleRows(const StepPlan& plan, StepResult* result) {
   std::vector<const SequencePlan*> rows;  // [logit rows], plan order
   for (const SequencePlan& seq : plan.sequences) {
@@ -423,7 +435,7 @@ Status Engine::SampleRows(const StepPlan& plan, StepResult* result) {
     }
   }
   result->tokens.resize(rows.size());
-  sampling_pool_.ParallelFor(rows.size(), 1, [&](size_t begin, size_t end) {
+  SamplingPool().ParallelFor(rows.size(), 1, [&](size_t begin, size_t end) {
     for (size_t row = begin; row < end; ++row) {
       if (!device_tokens.empty() && device_tokens[row] >= 0) {  // sampled on the device: greedy, no logprobs
         result->tokens[row] = SampledToken{.id = device_tokens[row]};

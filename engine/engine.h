@@ -149,8 +149,10 @@ class Engine {
   std::vector<std::thread> threads_;
   std::vector<float> unpadded_logits_;  // [rows, vocab_size] when the vocabulary is padded; lent out
   // Samples a step's rows in parallel while the rank threads wait: at batch 32 a 128k-vocabulary
-  // argmax per row is milliseconds. Does not spin (it would steal the ranks' cores).
+  // argmax per row is milliseconds. Does not spin (it would steal the ranks' cores). Where rank 0
+  // runs on a CPU pool at least as large, that pool samples instead (SamplingPool).
   cpu::ThreadPool sampling_pool_;
+  cpu::ThreadPool& SamplingPool();
 
   // Hand-off between Step() and the rank threads.
   std::mutex mutex_;
