@@ -56,6 +56,10 @@ class OpTimer {
 const uint16_t* Bf16(const HostTensor& t) { return t.view<uint16_t>().data(); }
 const float* F32(const HostTensor& t) { return t.bytes.empty() ? nullptr : t.view<float>().data(); }
 
+// Steps of at most this many tokens ask for their KV cache rows ahead of the write (2 KiB a token
+// at the default model's 4 KV heads of 64, f32).
+constexpr int kMaxPrefetchedStoreTokens = 32;
+
 constexpr int kProjectionsPerLayer = 4;  // qkv, o, gate/up, down: the order a layer calls them
 std::array<HostTensor*, kProjectionsPerLayer> Projections(LayerWeights& w) {
   return {&w.wqkv, &w.wo, &w.w_gate_up, &w.w_down};
@@ -239,8 +243,23 @@ Status Decoder::Forward(const StepPlan& plan, std::vector<float>* logits, RankTr
   timer.Run(OpKind::kEmbed, -1, 0, [&] { Embed(batch, x.data()); });
   if (s.tp > 1) RETURN_IF_ERROR(all_reduce(OpKind::kEmbedAllReduce, -1, x.data()));
 
+  // Token t's block and slot in the KV cache.
+  auto cache_slot = [&](int t) {
+    const SequencePlan& seq = plan.sequences[batch.sequence[t]];
+    const int position = batch.positions[t];
+    return std::pair<int32_t, int>{seq.block_table[position / kv_cache_->block_size()],
+                                   position % kv_cache_->block_size()};
+  };
   for (int layer = 0; layer < config_.num_layers; ++layer) {
     const LayerWeights& w = weights_.layers[layer];
+    // The cache rows this layer's KV write will store to, asked for now: the norm and the QKV
+    // projection run before it, and the stores no longer wait on memory (kv_write at batch 8:
+    // 0.060 -> 0.015 ms a step, at batch 1 0.007 -> 0.002; docs/PERFORMANCE.md, session 35). A
+    // decode step's rows only: a long prompt's would not stay in cache until the write.
+    for (int t = 0; t < (T <= kMaxPrefetchedStoreTokens ? T : 0); ++t) {
+      const auto [block, slot] = cache_slot(t);
+      kv_cache_->PrefetchStore(layer, block, slot);
+    }
     // Attention block.
     timer.Run(OpKind::kAttnNorm, layer, 0, [&] { return norm_rows(x.data(), w.attn_norm, normed.data()); });
     timer.Run(OpKind::kQkvProj, layer, 0, [&] {
@@ -261,10 +280,7 @@ Status Decoder::Forward(const StepPlan& plan, std::vector<float>* logits, RankTr
     });
     timer.Run(OpKind::kKvWrite, layer, 0, [&] {
       for (int t = 0; t < T; ++t) {
-        const SequencePlan& seq = plan.sequences[batch.sequence[t]];
-        const int position = batch.positions[t];
-        const int32_t block = seq.block_table[position / kv_cache_->block_size()];
-        const int slot = position % kv_cache_->block_size();
+        const auto [block, slot] = cache_slot(t);
         kv_cache_->Store(layer, block, slot, &k[t * kv_width], &v[t * kv_width]);
       }
     });

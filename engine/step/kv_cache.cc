@@ -46,6 +46,18 @@ void RankKvCache::Store(int layer, int32_t block, int slot, const float* keys,
   }
 }
 
+void RankKvCache::PrefetchStore(int layer, int32_t block, int slot) const {
+  const cpu::KvLayerView layout = Layer(layer);
+  const size_t row_bytes = static_cast<size_t>(head_dim_) * cpu::KvDtypeBytes(dtype_);
+  for (int kv_head = 0; kv_head < kv_heads_; ++kv_head) {
+    const size_t at = layout.RowOffset(block, kv_head, slot) * cpu::KvDtypeBytes(dtype_);
+    for (size_t offset = 0; offset < row_bytes; offset += 64) {
+      __builtin_prefetch(keys_[layer].data() + at + offset, /*rw=*/1);
+      __builtin_prefetch(values_[layer].data() + at + offset, /*rw=*/1);
+    }
+  }
+}
+
 cpu::KvLayerView RankKvCache::Layer(int layer) const {
   return {keys_[layer].data(), values_[layer].data(), block_size_, kv_heads_, head_dim_, dtype_};
 }

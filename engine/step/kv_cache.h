@@ -21,6 +21,9 @@ class RankKvCache {
   // head by head (the blocks are head-major: cpu::KvLayerView), as the cache's dtype (bf16:
   // rounded to nearest even).
   void Store(int layer, int32_t block, int slot, const float* keys, const float* values);
+  // Asks for the cache lines that Store(layer, block, slot, ...) will write, for writing (a hint;
+  // nothing changes). The rows are cold, and a decode step's stores waited on memory for each.
+  void PrefetchStore(int layer, int32_t block, int slot) const;
   cpu::KvLayerView Layer(int layer) const;
 
   int block_size() const { return block_size_; }
