@@ -130,9 +130,11 @@ template <typename Act, typename Fn>
 void DotRows(const LinearArgs& a, const Act* activations, size_t row_stride, const dot::Table<Fn>& table,
              size_t row_begin, size_t row_end) {
   const size_t row_block = a.tokens <= kTokenTile ? std::min(table.rows_per_call, row_end - row_begin) : 32;
-  // One token streams the rows as fast as memory gives them; more tokens (or, with AVX2, several
-  // sweeps over a row) leave the hardware prefetcher no stream to follow (stream_prefetch.h).
-  const StreamPrefetch prefetch = a.tokens == 1 ? StreamPrefetch::kPageStarts : StreamPrefetch::kEveryLine;
+  // One token streams the rows as fast as memory gives them (the table's one_token_prefetch); more
+  // tokens (or, with AVX2, several sweeps over a row) leave the hardware prefetcher no stream to
+  // follow (stream_prefetch.h).
+  const StreamPrefetch prefetch =
+      a.tokens == 1 ? table.one_token_prefetch : StreamPrefetch::kEveryLine;
   for (size_t block = row_begin; block < row_end; block += row_block) {
     const size_t rows = std::min(row_end, block + row_block) - block;
     for (int t0 = 0; t0 < a.tokens; t0 += kTokenTile) {

@@ -151,7 +151,9 @@ TPSERVE_TARGET_AVX2 void PermuteForAvx2Impl(const float* x, int tokens, int in, 
 void PermuteForAvx2(const float* x, int tokens, int in, float* out) { PermuteForAvx2Impl(x, tokens, in, out); }
 
 const Table<F32Fn>& Avx2() {
-  static const Table<F32Fn> table = {{nullptr, DotRowsAvx2<1>, DotRowsAvx2<2>, DotRowsAvx2<3>, DotRowsAvx2<4>}};
+  static const Table<F32Fn> table = {
+      .fn = {nullptr, DotRowsAvx2<1>, DotRowsAvx2<2>, DotRowsAvx2<3>, DotRowsAvx2<4>},
+      .one_token_prefetch = StreamPrefetch::kEveryLine};
   return table;
 }
 
