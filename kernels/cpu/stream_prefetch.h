@@ -1,7 +1,8 @@
 // Software prefetch of a forward stream of bytes (a weight matrix, the DRAM ceiling's read), into
 // L2 (T1: on an AMD EPYC (Zen 5) the weights fetched into L1 ran 5-10 points of the paired read
 // below T1), kStreamPrefetchBytes ahead, in one of two patterns:
-// - kPageStarts, for a stream read once at memory speed (one token's pass; the ceiling's read):
+// - kPageStarts, for a stream read once at memory speed (one token's pass, except AVX2's, which
+//   ran faster with kEveryLine: dot::Table; the ceiling's read):
 //   the first two 64-byte lines of each 4 KiB page and nothing else. The hardware prefetcher
 //   streams within a page but stops at its end; two early lines of the next pages restart it
 //   before the loads get there. On an AMD EPYC (Zen 5) one token's pass over the LM head read at
@@ -14,7 +15,8 @@
 //   fetched 26-29 GB/s with the lines alone; the page starts further ahead restart the hardware
 //   prefetcher ahead of the lines. bench-decode on an AMD EPYC (Zen 5), against the lines alone:
 //   batch 2-8 1.09-1.31x with the AVX2 and AVX-512 row kernels, batch 2-4 1.08-1.36x with AVX-512
-//   BF16 (its batch 8, compute-bound, and every batch 1 unchanged; docs/PERFORMANCE.md, session 27).
+//   BF16 (its batch 8, compute-bound, and every batch 1 unchanged; docs/PERFORMANCE.md, session
+//   27).
 #pragma once
 
 #include <cstddef>
