@@ -36,7 +36,7 @@ struct Table {
   // pass with few instructions per line (perhaps because it keeps enough loads in flight by
   // itself); AVX2's widening takes about twice AVX-512's per line, and every line prefetched ran
   // its batch-1 decode at 0.86-0.96 of the paired read against 0.76-0.84 (9 of 9 alternated pairs),
-  // where the AVX-512 row kernel ran 1-3 points slower with it (4 of 4; docs/PERFORMANCE.md,
+  // where the AVX-512 row kernel ran 1-2 points slower with it (4 of 4; docs/PERFORMANCE.md,
   // session 35).
   StreamPrefetch one_token_prefetch = StreamPrefetch::kPageStarts;
 };
