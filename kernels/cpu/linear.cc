@@ -204,10 +204,11 @@ PreparedActivations PrepareActivations(const LinearArgs& a, LinearKernel kernel)
     p.x = permuted.data();
     return p;
   }
-  // Every token's row on whole cache lines: a 512-bit (or 256-bit) activation load that straddles
-  // two lines issues twice, and the AVX-512 kernel then ran at 54 GB/s of weights per thread in
-  // cache against 79 aligned (docs/PERFORMANCE.md). The engine's buffers are aligned already; any
-  // other input is copied once, rows padded to 16 floats.
+  // Every token's row on whole cache lines: a 512-bit activation load that straddles two lines
+  // issues twice, and the AVX-512 kernel then ran at 54 GB/s of weights per thread in cache against
+  // 79 aligned (docs/PERFORMANCE.md). The engine's buffers are aligned already; any other input is
+  // copied once, rows padded to 16 floats. (AVX2 reads its own permuted copy, aligned the same
+  // way.)
   const size_t stride = (static_cast<size_t>(a.in) + 15) / 16 * 16;
   if (kernel != LinearKernel::kPortable &&
       (reinterpret_cast<uintptr_t>(a.x) % 64 != 0 ||

@@ -15,8 +15,8 @@
 //   fetched 26-29 GB/s with the lines alone; the page starts further ahead restart the hardware
 //   prefetcher ahead of the lines. bench-decode on an AMD EPYC (Zen 5), against the lines alone:
 //   batch 2-8 1.09-1.31x with the AVX2 and AVX-512 row kernels, batch 2-4 1.08-1.36x with AVX-512
-//   BF16 (its batch 8, compute-bound, and every batch 1 unchanged; docs/PERFORMANCE.md, session
-//   27).
+//   BF16 (its batch 8, compute-bound, and every batch 1 unchanged; docs/PERFORMANCE.md,
+//   session 27).
 #pragma once
 
 #include <cstddef>
