@@ -166,7 +166,8 @@ Status Engine::CreateCpuRanks(const ModelDirectory& model) {
     DecoderOptions decoder_options{.trace = options.trace,
                                    .skip_mlp_allreduce_layer = options.skip_mlp_allreduce_layer,
                                    .fault = options.fault,
-                                   .stall_release = &stall_release_};
+                                   .stall_release = &stall_release_,
+                                   .return_logits = options.return_logits};
     rank->decoder = std::make_unique<Decoder>(config_, std::move(weights), rank->kv_cache.get(), rank->comm.get(),
                                               rank->pool.get(), decoder_options);
     ranks_.push_back(std::move(rank));
@@ -435,6 +436,12 @@ Status Engine::SampleRows(const StepPlan& plan, StepResult* result) {
     }
   }
   result->tokens.resize(rows.size());
+  if (!device_tokens.empty() &&
+      std::all_of(device_tokens.begin(), device_tokens.end(), [](int32_t id) { return id >= 0; })) {
+    for (size_t row = 0; row < rows.size(); ++row)
+      result->tokens[row] = SampledToken{.id = device_tokens[row]};
+    return Status::Ok();  // every row sampled by the rank: nothing for the pool
+  }
   SamplingPool().ParallelFor(rows.size(), 1, [&](size_t begin, size_t end) {
     for (size_t row = begin; row < end; ++row) {
       if (!device_tokens.empty() && device_tokens[row] >= 0) {  // sampled on the device: greedy, no logprobs

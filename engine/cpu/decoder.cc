@@ -10,6 +10,7 @@
 #include <type_traits>
 
 #include "common/cache_line_allocator.h"
+#include "engine/step/packed_step.h"
 #include "kernels/cpu/linear.h"
 
 namespace tpserve {
@@ -101,6 +102,13 @@ Decoder::Decoder(const ModelConfig& config, RankWeights weights, RankKvCache* kv
       options_(options),
       rope_inv_freq_(cpu::RopeInverseFrequencies(RopeParamsFor(config))) {
   PlaceLayerProjections();
+  const int h = config_.hidden_size;
+  if (!options_.return_logits && weights_.shape.tp == 1 &&
+      weights_.shape.vocab == config_.vocab_size &&
+      cpu::GreedyLinearScreens(weights_.kernel, weights_.layout(h))) {
+    lm_head_norms_ = cpu::RowNormBounds(Bf16(weights_.output_projection()), weights_.shape.vocab, h,
+                                        weights_.layout(h), pool_);
+  }
 }
 
 void Decoder::PlaceLayerProjections() {
@@ -317,15 +325,46 @@ Status Decoder::Forward(const StepPlan& plan, std::vector<float>* logits, RankTr
   // LM head over the rows whose logits are wanted; vocab-parallel, then gathered.
   const int rows = static_cast<int>(batch.logit_rows.size());
   Activations last(rows * h);  // [rows, hidden]
-  // The logits buffers persist across steps (megabytes at batch 32: fresh ones cost page faults).
-  // At TP=1 the LM head writes straight into the output.
-  std::vector<float>& local = s.tp == 1 ? *logits : local_logits_;  // [rows, vocab_local]
-  local.resize(static_cast<size_t>(rows) * s.vocab);
   timer.Run(OpKind::kFinalNorm, -1, 0, [&] {
     for (int r = 0; r < rows; ++r) {
       cpu::RmsNorm(&x[batch.logit_rows[r] * h], F32(weights_.final_norm), &last[r * h], h, eps);
     }
   });
+  // Every row greedy (no logprobs) and no logits wanted: the LM head finds the tokens itself, on
+  // the hi halves first (cpu::GreedyLinear); at batch 8 on a 2-vCPU AMD EPYC (Zen 5) it took
+  // the LM head from ~4.3 to ~2.9 ms (docs/PERFORMANCE.md, session 36). A token it cannot settle
+  // (a non-finite activation, too many near ties) sends the step down the logits path below.
+  device_tokens_.clear();
+  if (!lm_head_norms_.bounds.empty() && rows > 0) {
+    const DeviceSamplingPlan sampling =
+        PlanDeviceSampling(plan, config_.eos_token_ids, config_.vocab_size);
+    if (sampling.all_on_device()) {
+      device_tokens_.resize(rows);
+      timer.Run(OpKind::kLmHead, -1, 0, [&] {
+        cpu::GreedyLinear({.x = last.data(),
+                           .w = Bf16(weights_.output_projection()),
+                           .tokens = rows,
+                           .in = h,
+                           .out = s.vocab,
+                           .layout = weights_.layout(h),
+                           .norms = &lm_head_norms_,
+                           .banned_offsets = sampling.banned_offsets.data(),
+                           .banned_ids = sampling.banned_ids.data()},
+                          pool_, weights_.kernel, device_tokens_.data());
+      });
+      if (std::all_of(device_tokens_.begin(), device_tokens_.end(),
+                      [](int32_t id) { return id >= 0; })) {
+        logits->clear();
+        trace->total_ns = NowNs() - step_start;
+        return Status::Ok();
+      }
+      device_tokens_.clear();
+    }
+  }
+  // The logits buffers persist across steps (megabytes at batch 32: fresh ones cost page faults).
+  // At TP=1 the LM head writes straight into the output.
+  std::vector<float>& local = s.tp == 1 ? *logits : local_logits_;  // [rows, vocab_local]
+  local.resize(static_cast<size_t>(rows) * s.vocab);
   timer.Run(OpKind::kLmHead, -1, 0, [&] {
     cpu::Linear({last.data(), Bf16(weights_.output_projection()), nullptr, local.data(), rows, h, s.vocab,
                  weights_.layout(h)},

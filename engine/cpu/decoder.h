@@ -12,6 +12,7 @@
 #include "engine/step/rank_decoder.h"
 #include "engine/step/rank_weights.h"
 #include "engine/step/step_plan.h"
+#include "kernels/cpu/greedy_linear.h"
 #include "kernels/cpu/member_placement.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/thread_pool.h"
@@ -30,6 +31,9 @@ struct DecoderOptions {
   // (fail, throw) or at its first collective (stall, comm-error). Stalled ranks wait on `release`.
   FaultInjection fault;
   const StallRelease* stall_release = nullptr;
+  // false: the engine wants only the sampled tokens, so at TP 1 a step whose rows are all greedy
+  // (without logprobs) has the LM head find their tokens (device_tokens) and returns no logits.
+  bool return_logits = true;
 };
 
 class Decoder final : public RankDecoder {
@@ -38,9 +42,14 @@ class Decoder final : public RankDecoder {
           Communicator* comm, cpu::ThreadPool* pool, DecoderOptions options = {});
 
   // Runs the plan on this rank. On return `logits` holds [rows, vocab_padded] for the sequences
-  // that want logits (every rank gets them through the AllGather); pass the same vector every step
-  // so its memory is reused.
+  // that want logits (every rank gets them through the AllGather), or nothing where the LM head
+  // found every row's token itself (device_tokens); pass the same vector every step so its memory
+  // is reused.
   Status Forward(const StepPlan& plan, std::vector<float>* logits, RankTrace* trace) override;
+
+  // After Forward at TP 1 with return_logits off: every row's greedy token when all rows were
+  // greedy (cpu::GreedyLinear), else empty.
+  std::span<const int32_t> device_tokens() const override { return device_tokens_; }
 
   const RankShape& shape() const override { return weights_.shape; }
   void set_trace(bool on) override { options_.trace = on; }
@@ -70,6 +79,10 @@ class Decoder final : public RankDecoder {
   int64_t forwards_ = 0;
   std::vector<float> local_logits_;    // [rows, vocab_local], TP > 1
   std::vector<float> gathered_logits_; // [tp, rows, vocab_local], TP > 1
+  // The LM head's row norm bounds where it screens greedy rows (TP 1, return_logits off, a kernel
+  // that screens: cpu::GreedyLinearScreens); empty otherwise.
+  cpu::RowNorms lm_head_norms_;
+  std::vector<int32_t> device_tokens_;  // [logit rows] or empty: device_tokens()
 };
 
 }  // namespace tpserve

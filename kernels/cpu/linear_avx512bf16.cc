@@ -231,6 +231,59 @@ constexpr GroupPassFn kOneBlock[kOneBlockTokens + 1] = {
     GroupPassAvx512Bf16<7, 1, kEvery>,
     GroupPassAvx512Bf16<8, 1, kEvery>};
 
+// The screening pass of a greedy LM head (greedy_linear.h): both blocks of one group against the
+// hi parts alone, n <= 8 tokens. Each 64-byte line is used as stored (16 outputs' pairs, lane o
+// output o) with a token's hi pair broadcast as one 32-bit value: one VDPBF16PS per line and token
+// and no permutes, where the exact pass takes two of each. Lane o of block b's sum is output
+// 16 b + o's W·hi over the pairs in order; the rounding differs from the exact pass's, which
+// greedy_linear.cc bounds. from_memory: the first pass over the group, which prefetches it.
+template <int n>
+TPSERVE_TARGET_AVX512BF16 void GroupHiPassAvx512Bf16(const uint16_t* group, int pairs,
+                                                     const uint16_t* const* x, float* out,
+                                                     size_t out_stride, bool from_memory) {
+  __m512 acc[n][2];
+#pragma GCC unroll 8
+  for (int t = 0; t < n; ++t) acc[t][0] = acc[t][1] = _mm512_setzero_ps();
+  for (int p = 0; p < pairs; ++p) {
+    const uint16_t* lines = group + 2 * kPairGroupRows * static_cast<size_t>(p);
+    if (from_memory) {
+      if constexpr (n == 1) {
+        PrefetchPageStartsAhead(lines, 2 * kPairGroupRows * sizeof(uint16_t));
+      } else {
+        PrefetchPageStartsAhead(lines, 2 * kPairGroupRows * sizeof(uint16_t),
+                                kEveryLinePageStartsBytes);
+        PrefetchLineAhead(lines);
+        PrefetchLineAhead(lines + 2 * amx::kTileRows);
+      }
+    }
+    const __m512bh w0 = LoadBf16x32(lines), w1 = LoadBf16x32(lines + 2 * amx::kTileRows);
+#pragma GCC unroll 8
+    for (int t = 0; t < n; ++t) {
+      int32_t hi_pair;
+      std::memcpy(&hi_pair, x[t] + 4 * static_cast<size_t>(p), sizeof(hi_pair));
+      const __m512bh hi = AsBf16(_mm512_set1_epi32(hi_pair));
+      acc[t][0] = _mm512_dpbf16_ps(acc[t][0], w0, hi);
+      acc[t][1] = _mm512_dpbf16_ps(acc[t][1], w1, hi);
+    }
+  }
+#pragma GCC unroll 8
+  for (int t = 0; t < n; ++t) {
+    _mm512_storeu_ps(out + t * out_stride, acc[t][0]);
+    _mm512_storeu_ps(out + t * out_stride + amx::kTileRows, acc[t][1]);
+  }
+}
+
+using GroupHiPassFn = void (*)(const uint16_t*, int, const uint16_t* const*, float*, size_t, bool);
+constexpr GroupHiPassFn kHiPass[kOneBlockTokens + 1] = {nullptr,
+                                                        GroupHiPassAvx512Bf16<1>,
+                                                        GroupHiPassAvx512Bf16<2>,
+                                                        GroupHiPassAvx512Bf16<3>,
+                                                        GroupHiPassAvx512Bf16<4>,
+                                                        GroupHiPassAvx512Bf16<5>,
+                                                        GroupHiPassAvx512Bf16<6>,
+                                                        GroupHiPassAvx512Bf16<7>,
+                                                        GroupHiPassAvx512Bf16<8>};
+
 // 16 activations split: hi = bf16(v), lo = bf16(v - hi) (v - hi is exact).
 TPSERVE_TARGET_AVX512BF16 inline void SplitBits16(__m512 v, __m256i* hi, __m256i* lo) {
   *hi = reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(v));
@@ -328,6 +381,21 @@ void GroupRowsAvx512Bf16(const uint16_t* w, int in, const uint16_t* x, int token
   }
 }
 
+void GroupRowsHiAvx512Bf16(const uint16_t* w, int in, const uint16_t* x, int tokens,
+                           size_t row_begin, size_t row_end, float* y, size_t y_stride) {
+  const int pairs = in / 2;
+  const uint16_t* rows[kOneBlockTokens];
+  for (size_t row = row_begin; row < row_end; row += kPairGroupRows) {
+    const uint16_t* group = w + row * in;
+    for (int t0 = 0, n; t0 < tokens; t0 += n) {
+      n = std::min(kOneBlockTokens, tokens - t0);
+      for (int t = 0; t < n; ++t) rows[t] = x + static_cast<size_t>(t0 + t) * PairRowStride(in);
+      kHiPass[n](group, pairs, rows, y + static_cast<size_t>(t0) * y_stride + row, y_stride,
+                 t0 == 0);
+    }
+  }
+}
+
 #else  // not x86-64: never available, never called
 
 const Table<Bf16Fn>& Avx512Bf16() {
@@ -338,6 +406,8 @@ void SplitToBf16(const float*, int, int, uint16_t*) {}
 void SplitToBf16Pairs(const float*, int, int, uint16_t*) {}
 void GroupRowsAvx512Bf16(const uint16_t*, int, const uint16_t*, int, size_t, size_t, float*,
                          size_t) {}
+void GroupRowsHiAvx512Bf16(const uint16_t*, int, const uint16_t*, int, size_t, size_t, float*,
+                           size_t) {}
 
 #endif
 

@@ -68,5 +68,9 @@ constexpr size_t PairRowStride(int in) {
 void SplitToBf16Pairs(const float* x, int tokens, int in, uint16_t* out);
 void GroupRowsAvx512Bf16(const uint16_t* w, int in, const uint16_t* x, int tokens,
                          size_t row_begin, size_t row_end, float* y, size_t y_stride);
+// The same outputs from the hi parts alone (W·hi, not W·hi + W·lo), rounded otherwise: the
+// screening pass of a greedy LM head (greedy_linear.h), half the arithmetic of the exact pass.
+void GroupRowsHiAvx512Bf16(const uint16_t* w, int in, const uint16_t* x, int tokens,
+                           size_t row_begin, size_t row_end, float* y, size_t y_stride);
 
 }  // namespace tpserve::cpu::dot

@@ -185,6 +185,82 @@ TEST(Engine, SamplesEachSequenceThatWantsATokenWithItsOwnParameters) {
   EXPECT_EQ(banned->tokens[1].id, first->tokens[1].id);  // stateless: the same draw again
 }
 
+// Without logits wanted (serve, generate, bench-decode), a step whose rows are all greedy has the
+// LM head find their tokens (cpu::GreedyLinear: the hi halves first, then the candidates exactly)
+// and returns no logits: the tokens are the ones the host samples from the logits, bans included,
+// step after step. A step with a sampled row takes the logits path.
+TEST(Engine, GreedyRowsWithoutLogitsTakeTheTokensOfTheLogits) {
+  const cpu::LinearKernel kernel = cpu::LinearKernel::kAvx512Bf16;
+  if (!cpu::LinearKernelAvailable(kernel))
+    GTEST_SKIP() << "avx512bf16 (the kernel that screens) does not run here";
+  auto make = [&](bool return_logits) {
+    EngineOptions options{.tp = 1,
+                          .threads = 2,
+                          .block_size = 4,
+                          .kv_cache_mb = 16,
+                          .return_logits = return_logits,
+                          .linear_kernel = kernel};
+    auto engine = Engine::Create(testing::TinyModel(), options);
+    EXPECT_TRUE(engine.ok()) << engine.status().ToString();
+    return std::move(engine).value();
+  };
+  auto with_logits = make(true), greedy_only = make(false);
+  constexpr int kRows = 8, kSteps = 6;
+  auto plan_for = [](Engine& engine) {
+    StepPlan plan;
+    for (int r = 0; r < kRows; ++r) {
+      std::vector<int32_t> prompt = {128000};
+      for (int k = 0; k < 2 + r % 5; ++k) prompt.push_back((r * 7919 + k * 104729) % 128000);
+      plan.sequences.push_back({.sequence_id = r,
+                                .tokens = prompt,
+                                .start_position = 0,
+                                .block_table = testing::AllocateBlocks(
+                                    engine, static_cast<int>(prompt.size()) + kSteps)});
+    }
+    return plan;
+  };
+  StepPlan a = plan_for(*with_logits), b = plan_for(*greedy_only);
+  const int vocab = with_logits->config().vocab_size;
+  for (int step = 0; step < kSteps; ++step) {
+    const bool sampled_row = step == 4;  // row 5 draws at temperature 1 in this step only
+    for (StepPlan* plan : {&a, &b}) {
+      plan->step_id = step;
+      plan->sequences[5].sampling =
+          sampled_row ? SamplingParams{.temperature = 1.0f, .seed = 3} : SamplingParams{};
+    }
+    auto expected = with_logits->Step(a);
+    ASSERT_TRUE(expected.ok()) << expected.status().ToString();
+    std::vector<int32_t> want;
+    for (const SampledToken& token : expected->tokens) want.push_back(token.id);
+    // In step 2, row 2 bans (a stop id before min_tokens) the token the logits make it take, so
+    // it takes the runner-up: the first largest logit of another id, by a plain scan here.
+    b.sequences[2].sampling = {};
+    if (step == 2) {
+      b.sequences[2].sampling = {.min_tokens = 1000, .stop_token_ids = {want[2]}};
+      const float* row = expected->logits.data() + 2 * static_cast<size_t>(vocab);
+      int runner_up = -1;
+      for (int id = 0; id < vocab; ++id) {
+        if (id != want[2] && (runner_up < 0 || row[id] > row[runner_up])) runner_up = id;
+      }
+      want[2] = runner_up;
+    }
+    auto got = greedy_only->Step(b);
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    ASSERT_EQ(got->tokens.size(), static_cast<size_t>(kRows));
+    EXPECT_EQ(got->logits.empty(), !sampled_row) << "step " << step;
+    for (int r = 0; r < kRows; ++r)
+      EXPECT_EQ(got->tokens[r].id, want[r]) << "step " << step << " row " << r;
+    for (StepPlan* plan : {&a, &b}) {  // both go on with the tokens the greedy-only engine took
+      for (int r = 0; r < kRows; ++r) {
+        SequencePlan& seq = plan->sequences[r];
+        seq.start_position += static_cast<int32_t>(seq.tokens.size());
+        seq.tokens = {got->tokens[r].id};
+        ++seq.sampled_tokens;
+      }
+    }
+  }
+}
+
 TEST(Engine, BadPlansFailAloneAndTheEngineKeepsWorking) {
   auto engine = MakeEngine(2);
   SequencePlan bad{.sequence_id = 9, .tokens = {5, 999999}, .start_position = 0,
