@@ -91,7 +91,7 @@ for ((round = 0; round < ROUNDS; ++round)); do
   done
 done
 
-"$PYTHON" - "$OUT" "$KERNELS" <<'PY'
+"$PYTHON" - "$OUT" "$KERNELS" "$MODEL" <<'PY'
 import json, pathlib, re, statistics, sys
 out, kernels = pathlib.Path(sys.argv[1]), sys.argv[2].split(",")
 rows = []  # every bench-decode row, with its round
@@ -165,14 +165,25 @@ for k in kernels:
         cap = float(f32_grade.group(1)) * 1e9 / flops_per_token
         print(f"  {k:>26}: batch 8 {tokens_per_s:7.1f} tok/s = {100 * tokens_per_s / cap:.0f}% of the f32-grade cap")
 # Batch 8's floor in this run: its Linears at the streamed f32-grade rate, plus the rest of its step
-# (attention, norms, sampling, the host) as this kernel's own batch-8 steps measured it.
+# (attention, norms, sampling, the host) as this kernel's own batch-8 steps measured it. bench-decode
+# samples greedily without logits, so with avx512bf16 the LM head screens on the activations' hi
+# halves (cpu::GreedyLinear): one VDPBF16PS per product, so its floor is the slower of its read at
+# the DRAM rate and its arithmetic at the streamed bf16 rate (not half of it).
+config = json.loads((pathlib.Path(sys.argv[3]) / "config.json").read_text())
+lm_head_flops = 2 * config["vocab_size"] * config["hidden_size"]  # a token's, exact
+dram = re.search(r"DRAM read ([\d.]+) GB/s", linear_text)
 if streamed_f32_grade:
-    linears_s = flops_per_token * 8 / (streamed_f32_grade * 1e9)
     for k in kernels:
+        layers_s = (flops_per_token - lm_head_flops) * 8 / (streamed_f32_grade * 1e9)
+        lm_head_s = lm_head_flops * 8 / (streamed_f32_grade * 1e9)
+        if k == "avx512bf16" and dram:
+            lm_head_s = max(lm_head_flops / float(dram.group(1)) / 1e9,  # bytes: 2 a weight = FLOPs
+                            lm_head_flops * 8 / (2 * streamed_f32_grade * 1e9))
         rest_ms = statistics.median(r["step_ms"] - sum(r["op_ms"][op] for op in LINEARS)
                                     for r in rows if r["kernel"] == k and r["batch"] == 8)
-        floor = 8 / (linears_s + rest_ms / 1e3)
-        print(f"  {k:>26}: floor {floor:7.1f} tok/s = {floor / one[k]:.2f}x batch 1 (Linears {1e3 * linears_s:.2f} ms "
-              f"at the streamed rate + the rest of its step {rest_ms:.2f} ms); batch 8 is at "
-              f"{100 * figure(k, 8, 'tokens_per_s')[0] / floor:.0f}% of it")
+        floor = 8 / (layers_s + lm_head_s + rest_ms / 1e3)
+        print(f"  {k:>26}: floor {floor:7.1f} tok/s = {floor / one[k]:.2f}x batch 1 (layer Linears "
+              f"{1e3 * layers_s:.2f} ms at the streamed rate + LM head {1e3 * lm_head_s:.2f} ms"
+              f"{' (greedy: hi halves, or the read)' if k == 'avx512bf16' and dram else ''} + the rest of its "
+              f"step {rest_ms:.2f} ms); batch 8 is at {100 * figure(k, 8, 'tokens_per_s')[0] / floor:.0f}% of it")
 PY
