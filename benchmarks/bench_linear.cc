@@ -7,15 +7,20 @@
 // same moment, which a shared machine's drift cannot tilt.
 //
 //   bench_linear [--threads 0] [--tokens 1,8,32] [--shapes 128256x768,2048x768,...] [--reps 15]
-//                [--kernels amx,avx512bf16,avx512,avx2] [--json]
-// It also measures the compute ceilings (kernels/cpu/compute_peak.h): bf16 (VDPBF16PS, where the CPU
-// has AVX512_BF16) and the f32-grade one (what a kernel under the float64 bound can reach), and
+//                [--kernels amx,avx512bf16,avx512,avx2] [--greedy] [--json]
+// --greedy also times the greedy LM head (cpu::GreedyLinear: each token's first largest output)
+// where a kernel screens, as kernel "NAME+greedy", on random weights (the default fill repeats
+// rows, and repeated rows are ties the screen must compute exactly).
+// It also measures the compute ceilings (kernels/cpu/compute_peak.h): bf16 (VDPBF16PS, where the
+// CPU has AVX512_BF16) and the f32-grade one (what a kernel under the float64 bound can reach), and
 // prints each point's useful FLOPs over each; and, per token count of 4, 8, 16 or 32, the
 // f32-grade rate with the weights streamed from DRAM at that batch's intensity (of-strm): what the
 // machine sustains when it must fetch the weights and do the arithmetic at once.
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -27,6 +32,7 @@
 #include "common/huge_page_allocator.h"
 #include "common/median.h"
 #include "kernels/cpu/compute_peak.h"
+#include "kernels/cpu/greedy_linear.h"
 #include "kernels/cpu/linear.h"
 #include "kernels/cpu/memory_bandwidth.h"
 #include "kernels/cpu/thread_pool.h"
@@ -66,13 +72,15 @@ int main(int argc, char** argv) {
   // The small model's LM head and its layers' fused QKV, gate/up, O and down projections.
   std::string shapes_text = "128256x768,1280x768,4096x768,768x768,768x2048";
   std::vector<std::string> kernel_names;
-  bool json = false;
+  bool json = false, greedy = false;
   app.add_option("--threads", threads, "Threads (0: every core)")->check(CLI::NonNegativeNumber);
   app.add_option("--tokens", token_counts, "Token counts")->delimiter(',')->check(CLI::PositiveNumber);
   app.add_option("--shapes", shapes_text, "Weight shapes OUTxIN, comma-separated");
   app.add_option("--reps", reps, "Timed repetitions per point (median)")->check(CLI::PositiveNumber);
   app.add_option("--kernels", kernel_names, "Kernels (default: every one this CPU runs but portable)")
       ->delimiter(',');
+  app.add_flag("--greedy", greedy,
+               "Also time the greedy LM head (GreedyLinear) where a kernel screens");
   app.add_flag("--json", json, "One JSON object instead of the table");
   CLI11_PARSE(app, argc, argv);
   std::vector<Shape> shapes;
@@ -147,54 +155,99 @@ int main(int argc, char** argv) {
     for (cpu::LinearKernel kernel : kernels) {
       // Each copy in the layout the engine gives this kernel.
       const cpu::WeightLayout layout = cpu::PreferredLayout(kernel, shape.in);
-      for (size_t i = 0; i < w.size(); ++i) w[i] = F32ToBF16(0.02f * static_cast<float>(i % 97) - 1.0f);
+      const bool screens = greedy && cpu::GreedyLinearScreens(kernel, layout);
+      if (screens) {
+        for (size_t i = 0; i < weight_bytes / 2; ++i) w[i] = F32ToBF16(0.05f * normal(random));
+        for (int copy = 1; copy < copies; ++copy) {
+          std::copy_n(w.begin(), weight_bytes / 2, w.begin() + copy * (weight_bytes / 2));
+        }
+      } else {
+        for (size_t i = 0; i < w.size(); ++i)
+          w[i] = F32ToBF16(0.02f * static_cast<float>(i % 97) - 1.0f);
+      }
       for (int copy = 0; copy < copies; ++copy) {
         cpu::ArrangeWeights(w.data() + copy * (weight_bytes / 2), shape.out, shape.in, layout);
       }
-      double one_token_us = 0;
+      // The copies are alike: one set of row norms serves them all.
+      const cpu::RowNorms norms =
+          screens ? cpu::RowNormBounds(w.data(), shape.out, shape.in, layout, &pool)
+                  : cpu::RowNorms{};
+      std::map<std::string, double> one_token_us;  // per label
       for (int tokens : token_counts) {
         std::vector<float> x(static_cast<size_t>(tokens) * shape.in), y(static_cast<size_t>(tokens) * shape.out);
+        std::vector<int32_t> ids(static_cast<size_t>(tokens));
         for (float& v : x) v = normal(random);
-        std::vector<double> micros, read_micros, read_over_call;
-        for (int rep = -2; rep < reps; ++rep) {  // two untimed warm-up calls
-          const size_t copy = static_cast<size_t>(rep + 2) % copies;
-          const uint16_t* weights = w.data() + copy * (weight_bytes / 2);
-          const auto start = Clock::now();
-          cpu::Linear({x.data(), weights, nullptr, y.data(), tokens, shape.in, shape.out, layout}, &pool,
-                      kernel);
-          const double us = std::chrono::duration<double, std::micro>(Clock::now() - start).count();
-          const uint16_t* cold = w.data() + ((copy + copies / 2) % copies) * (weight_bytes / 2);
-          const double read_us = 1e6 * cpu::TimeRead(cold, weight_bytes, &pool);
-          if (rep >= 0) {
-            micros.push_back(us);
-            read_micros.push_back(read_us);
-            read_over_call.push_back(read_us / us);
+        // Times `call` on each copy in turn (two untimed warm-up calls), each paired with a cold
+        // read.
+        auto point = [&](const std::string& label,
+                         const std::function<void(const uint16_t*)>& call) {
+          std::vector<double> micros, read_micros, read_over_call;
+          for (int rep = -2; rep < reps; ++rep) {
+            const size_t copy = static_cast<size_t>(rep + 2) % copies;
+            const auto start = Clock::now();
+            call(w.data() + copy * (weight_bytes / 2));
+            const double us =
+                std::chrono::duration<double, std::micro>(Clock::now() - start).count();
+            const uint16_t* cold = w.data() + ((copy + copies / 2) % copies) * (weight_bytes / 2);
+            const double read_us = 1e6 * cpu::TimeRead(cold, weight_bytes, &pool);
+            if (rep >= 0) {
+              micros.push_back(us);
+              read_micros.push_back(read_us);
+              read_over_call.push_back(read_us / us);
+            }
           }
-        }
-        const double us = Median(micros);
-        const double of_read = Median(read_over_call);
-        if (tokens == token_counts.front()) one_token_us = us / tokens;
-        const double per_token_gain = one_token_us / (us / tokens);
-        const double gflops = 2.0 * shape.out * shape.in * tokens / (us * 1e3);
-        const double of_bf16_peak = bf16_peak_gflops > 0 ? gflops / bf16_peak_gflops : 0;
-        const double of_f32_grade_peak = f32_grade_peak_gflops > 0 ? gflops / f32_grade_peak_gflops : 0;
-        const double streamed = streamed_bf16_gflops[tokens];
-        const double of_streamed = streamed > 0 ? gflops / (streamed / 2) : 0;
-        char of_streamed_text[16] = "-";
-        if (streamed > 0) std::snprintf(of_streamed_text, sizeof(of_streamed_text), "%.0f%%", 100 * of_streamed);
-        if (json) {
-          points.push_back({{"kernel", cpu::LinearKernelName(kernel)}, {"out", shape.out}, {"in", shape.in},
-                            {"tokens", tokens}, {"time_us", us}, {"ceiling_us", ceiling_us},
-                            {"of_ceiling", ceiling_us / us}, {"read_us", Median(read_micros)},
-                            {"of_read", of_read}, {"tokens_per_s_vs_first", per_token_gain},
-                            {"gflops", gflops}, {"of_bf16_peak", of_bf16_peak},
-                            {"of_f32_grade_peak", of_f32_grade_peak},
-                            {"of_streamed_f32_grade", of_streamed}});
-        } else {
-          std::printf("%10s %6d %8d %6d %10.1f %10.1f %7.0f%% %7.0f%% %8.2fx %6.0f%% %6.0f%% %7s\n",
-                      cpu::LinearKernelName(kernel), shape.out, shape.in, tokens, us, ceiling_us,
-                      100 * ceiling_us / us, 100 * of_read, per_token_gain, 100 * of_bf16_peak,
-                      100 * of_f32_grade_peak, of_streamed_text);
+          const double us = Median(micros);
+          const double of_read = Median(read_over_call);
+          if (tokens == token_counts.front()) one_token_us[label] = us / tokens;
+          const double per_token_gain = one_token_us[label] / (us / tokens);
+          const double gflops = 2.0 * shape.out * shape.in * tokens / (us * 1e3);
+          const double of_bf16_peak = bf16_peak_gflops > 0 ? gflops / bf16_peak_gflops : 0;
+          const double of_f32_grade_peak =
+              f32_grade_peak_gflops > 0 ? gflops / f32_grade_peak_gflops : 0;
+          const double streamed = streamed_bf16_gflops[tokens];
+          const double of_streamed = streamed > 0 ? gflops / (streamed / 2) : 0;
+          char of_streamed_text[16] = "-";
+          if (streamed > 0)
+            std::snprintf(of_streamed_text, sizeof(of_streamed_text), "%.0f%%", 100 * of_streamed);
+          if (json) {
+            points.push_back({{"kernel", label},
+                              {"out", shape.out},
+                              {"in", shape.in},
+                              {"tokens", tokens},
+                              {"time_us", us},
+                              {"ceiling_us", ceiling_us},
+                              {"of_ceiling", ceiling_us / us},
+                              {"read_us", Median(read_micros)},
+                              {"of_read", of_read},
+                              {"tokens_per_s_vs_first", per_token_gain},
+                              {"gflops", gflops},
+                              {"of_bf16_peak", of_bf16_peak},
+                              {"of_f32_grade_peak", of_f32_grade_peak},
+                              {"of_streamed_f32_grade", of_streamed}});
+          } else {
+            std::printf(
+                "%10s %6d %8d %6d %10.1f %10.1f %7.0f%% %7.0f%% %8.2fx %6.0f%% %6.0f%% %7s\n",
+                label.c_str(), shape.out, shape.in, tokens, us, ceiling_us, 100 * ceiling_us / us,
+                100 * of_read, per_token_gain, 100 * of_bf16_peak, 100 * of_f32_grade_peak,
+                of_streamed_text);
+          }
+        };
+        const std::string name = cpu::LinearKernelName(kernel);
+        point(name, [&](const uint16_t* weights) {
+          cpu::Linear({x.data(), weights, nullptr, y.data(), tokens, shape.in, shape.out, layout},
+                      &pool, kernel);
+        });
+        if (screens) {
+          point(name + "+greedy", [&](const uint16_t* weights) {
+            cpu::GreedyLinear({.x = x.data(),
+                               .w = weights,
+                               .tokens = tokens,
+                               .in = shape.in,
+                               .out = shape.out,
+                               .layout = layout,
+                               .norms = &norms},
+                              &pool, kernel, ids.data());
+          });
         }
       }
     }

