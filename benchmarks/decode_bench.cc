@@ -104,6 +104,7 @@ Result<DecodeBenchRow> MeasureOne(Engine& engine, const ModelDirectory& model, c
       seqs[b].block_table.push_back(*engine.block_pool().Allocate());
     }
     for (int t = 0; t < context; ++t) seqs[b].tokens.push_back((b * 7919 + t * 104729) % 100000);
+    seqs[b].sampling = {.temperature = o.temperature, .seed = static_cast<uint64_t>(b)};
   }
   struct FreeBlocks {  // the next point reuses them
     Engine& engine;
@@ -292,6 +293,7 @@ Result<DecodeBenchReport> RunDecodeBench(const DecodeBenchOptions& o, const Deco
   report.device = o.device;
   report.model = model.config;
   report.device_name = DeviceName(o.device);
+  report.temperature = o.temperature;
   report.threads = o.threads > 0 ? o.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   ASSIGN_OR_RETURN(report.read_gb_per_s, MeasureReadBandwidth(model.config, o, report.threads));
   const std::vector<cpu::LinearKernel> kernels =
@@ -439,14 +441,22 @@ StackedBarChart DecodeBreakdownChart(const DecodeBenchReport& r) {
 
 std::string DecodeBenchJson(const DecodeBenchReport& r) {
   const ModelConfig& m = r.model;
-  nlohmann::json out = {{"device", DeviceKindName(r.device)}, {"device_name", r.device_name},
+  nlohmann::json out = {{"device", DeviceKindName(r.device)},
+                        {"device_name", r.device_name},
                         {"model",
-                         {{"hidden_size", m.hidden_size}, {"intermediate_size", m.intermediate_size},
-                          {"num_hidden_layers", m.num_layers}, {"num_attention_heads", m.num_heads},
-                          {"num_key_value_heads", m.num_kv_heads}, {"head_dim", m.head_dim},
-                          {"vocab_size", m.vocab_size}, {"tie_word_embeddings", m.tie_word_embeddings}}},
-                        {"read_gb_per_s", r.read_gb_per_s}, {"threads", r.threads},
-                        {"untraced_step_ms", r.untraced_step_ms}, {"trace_overhead", r.trace_overhead},
+                         {{"hidden_size", m.hidden_size},
+                          {"intermediate_size", m.intermediate_size},
+                          {"num_hidden_layers", m.num_layers},
+                          {"num_attention_heads", m.num_heads},
+                          {"num_key_value_heads", m.num_kv_heads},
+                          {"head_dim", m.head_dim},
+                          {"vocab_size", m.vocab_size},
+                          {"tie_word_embeddings", m.tie_word_embeddings}}},
+                        {"read_gb_per_s", r.read_gb_per_s},
+                        {"threads", r.threads},
+                        {"temperature", r.temperature},
+                        {"untraced_step_ms", r.untraced_step_ms},
+                        {"trace_overhead", r.trace_overhead},
                         {"rows", nlohmann::json::array()}};
   for (const auto& row : r.rows) out["rows"].push_back(RowJson(row));
   out["prefill_rows"] = nlohmann::json::array();

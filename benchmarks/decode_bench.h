@@ -25,6 +25,10 @@ struct DecodeBenchOptions {
   std::vector<int> batch = {1, 8, 32};
   std::vector<int> context = {32};  // tokens already in the KV cache when decoding starts
   int decode_steps = 32;
+  // Every decode row's sampling temperature (a seed per sequence). 0: greedy, whose rows the CPU's
+  // AVX-512 BF16 LM head answers with tokens at TP 1 (cpu::GreedyLinear) and the CUDA backend
+  // samples on the GPU; above kGreedyTemperature every row is drawn on the host from the logits.
+  float temperature = 0.0f;
   // Prompt lengths to time as prefill steps of one sequence from position 0 (each at most
   // max_step_tokens, so that it is one step): the GEMMs at many rows and prefill attention, what
   // `plan calibrate` fits the compute rate's rise with the row count and attention's FLOP rate on.
@@ -103,6 +107,7 @@ struct DecodeBenchReport {
   ModelConfig model;        // the shape that was measured
   double read_gb_per_s = 0;
   int threads = 0;
+  float temperature = 0.0f;     // the decode rows' (DecodeBenchOptions::temperature)
   double untraced_step_ms = 0;  // first point, per-op tracing off (0 when not measured)
   double trace_overhead = 0;    // traced / untraced step time - 1, first point
   std::vector<DecodeBenchRow> rows;

@@ -20,6 +20,13 @@ void AddBenchDecodeCommand(CLI::App& app, CommandAction* action) {
   cmd->add_option("--context", options->context, "Context lengths (tokens in the KV cache), e.g. 32,512,2048")
       ->delimiter(',')->capture_default_str();
   cmd->add_option("--steps", options->decode_steps, "Decode steps per point (median reported)")->capture_default_str();
+  cmd->add_option(
+         "--temperature", options->temperature,
+         "Decode rows' sampling temperature: 0 greedy (at TP 1 the CPU's AVX-512 BF16 LM head then "
+         "finds the "
+         "tokens itself, and a GPU samples them), above it drawn on the host from the logits")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   cmd->add_option("--max-step-tokens", options->max_step_tokens,
                   "The engine's step limit (serve's --max-batched-tokens): the contexts are filled in prefill "
                   "steps of at most this many tokens")
