@@ -14,7 +14,7 @@ import sys
 import tempfile
 
 TPSERVE, MODEL = sys.argv[1], sys.argv[2]
-TOP_KEYS = {"device", "device_name", "model", "read_gb_per_s", "threads", "untraced_step_ms", "trace_overhead",
+TOP_KEYS = {"device", "device_name", "model", "read_gb_per_s", "threads", "temperature", "untraced_step_ms", "trace_overhead",
             "rows", "prefill_rows"}
 ROW_KEYS = {"kernel", "kv_cache_dtype", "tp", "batch", "context", "step_ms", "tokens_per_s", "vs_batch1", "compute_ms", "comm_ms",
             "host_ms", "comm_share", "allreduce_bytes", "allreduce_us", "weight_bytes", "ceiling_tokens_per_s",
