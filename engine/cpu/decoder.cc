@@ -332,8 +332,8 @@ Status Decoder::Forward(const StepPlan& plan, std::vector<float>* logits, RankTr
   });
   // Every row greedy (no logprobs) and no logits wanted: the LM head finds the tokens itself, on
   // the hi halves first (cpu::GreedyLinear); at batch 8 on a 2-vCPU AMD EPYC (Zen 5) it took
-  // the LM head from ~4.3 to ~2.9 ms (docs/PERFORMANCE.md, session 36). A token it cannot settle
-  // (a non-finite activation, too many near ties) sends the step down the logits path below.
+  // the LM head from 4.3-4.9 to 3.3-3.7 ms (docs/PERFORMANCE.md, session 36). A token it cannot
+  // settle (a non-finite activation, too many near ties) sends the step down the logits path below.
   device_tokens_.clear();
   if (!lm_head_norms_.bounds.empty() && rows > 0) {
     const DeviceSamplingPlan sampling =

@@ -202,7 +202,8 @@ bool GreedyLinearScreens(LinearKernel kernel, WeightLayout layout) {
 void GreedyLinear(const GreedyLinearArgs& a, ThreadPool* pool, LinearKernel kernel, int32_t* ids,
                   GreedyLinearStats* stats) {
   if (a.tokens <= 0) return;
-  if (!GreedyLinearScreens(kernel, a.layout) || a.norms == nullptr) {
+  if (!GreedyLinearScreens(kernel, a.layout) || a.norms == nullptr ||
+      a.norms->bounds.size() != static_cast<size_t>(a.out)) {  // no norms of this matrix: no screen
     GreedyByScan(a, pool, kernel, ids, stats);
     return;
   }

@@ -45,7 +45,7 @@ struct GreedyLinearArgs {
   int in = 0;
   int out = 0;
   WeightLayout layout = WeightLayout::kRowMajor;
-  const RowNorms* norms = nullptr;  // RowNormBounds(w); needed where GreedyLinearScreens
+  const RowNorms* norms = nullptr;  // RowNormBounds(w); without them (or of another size), a scan
   // Token t may not take banned_ids[banned_offsets[t], banned_offsets[t + 1]) (ascending); nullptr:
   // nothing banned.
   const int32_t* banned_offsets = nullptr;  // [tokens + 1]
