@@ -23,8 +23,8 @@ void AddBenchDecodeCommand(CLI::App& app, CommandAction* action) {
   cmd->add_option(
          "--temperature", options->temperature,
          "Decode rows' sampling temperature: 0 greedy (at TP 1 the CPU's AVX-512 BF16 LM head then "
-         "finds the "
-         "tokens itself, and a GPU samples them), above it drawn on the host from the logits")
+         "finds the tokens itself, and a GPU samples them), above it drawn on the host from the "
+         "logits")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   cmd->add_option("--max-step-tokens", options->max_step_tokens,

@@ -52,26 +52,41 @@ std::vector<int32_t> ScanOfLinear(const Problem& p, const std::vector<uint16_t>&
 
 // Every kernel that runs here: GreedyLinear's ids are the scan's, and where it screens it settles
 // every token.
+// p's weights rearranged into `layout`.
+std::vector<uint16_t> Arranged(const Problem& p, WeightLayout layout) {
+  std::vector<uint16_t> arranged = p.w;
+  ArrangeWeights(arranged.data(), p.out, p.in, layout);
+  return arranged;
+}
+
+// GreedyLinear's ids for p (its bans included), on its weights in `layout` (Arranged) and their
+// row norms.
+std::vector<int32_t> GreedyIds(const Problem& p, const std::vector<uint16_t>& arranged,
+                               WeightLayout layout, LinearKernel kernel, ThreadPool* pool,
+                               GreedyLinearStats* stats = nullptr) {
+  const RowNorms norms = RowNormBounds(arranged.data(), p.out, p.in, layout, nullptr);
+  std::vector<int32_t> ids(p.tokens, -2);
+  GreedyLinear({.x = p.x.data(),
+                .w = arranged.data(),
+                .tokens = p.tokens,
+                .in = p.in,
+                .out = p.out,
+                .layout = layout,
+                .norms = &norms,
+                .banned_offsets = p.banned_offsets.data(),
+                .banned_ids = p.banned_ids.data()},
+               pool, kernel, ids.data(), stats);
+  return ids;
+}
+
 void ExpectScanOfLinear(const Problem& p, int64_t* candidates = nullptr) {
   for (LinearKernel kernel : kLinearKernels) {
     if (!LinearKernelAvailable(kernel)) continue;
     const WeightLayout layout = PreferredLayout(kernel, p.in);
-    std::vector<uint16_t> arranged = p.w;
-    ArrangeWeights(arranged.data(), p.out, p.in, layout);
-    const RowNorms norms = RowNormBounds(arranged.data(), p.out, p.in, layout, nullptr);
+    const std::vector<uint16_t> arranged = Arranged(p, layout);
     ThreadPool pool(2);
-    std::vector<int32_t> ids(p.tokens, -2);
     GreedyLinearStats stats;
-    GreedyLinear({.x = p.x.data(),
-                  .w = arranged.data(),
-                  .tokens = p.tokens,
-                  .in = p.in,
-                  .out = p.out,
-                  .layout = layout,
-                  .norms = &norms,
-                  .banned_offsets = p.banned_offsets.data(),
-                  .banned_ids = p.banned_ids.data()},
-                 &pool, kernel, ids.data(), &stats);
+    const std::vector<int32_t> ids = GreedyIds(p, arranged, layout, kernel, &pool, &stats);
     EXPECT_EQ(ids, ScanOfLinear(p, arranged, layout, kernel)) << LinearKernelName(kernel);
     if (GreedyLinearScreens(kernel, layout)) {
       EXPECT_EQ(stats.unsettled_tokens, 0) << LinearKernelName(kernel);
@@ -110,10 +125,8 @@ TEST(GreedyLinear, IsTheFirstLargestOfLinearsOutputs) {
 // next largest not banned.
 TEST(GreedyLinear, SkipsBannedIds) {
   Problem p = RandomProblem(8, 768, 2080, 11);
-  const Problem unbanned = p;
-  std::vector<uint16_t> arranged = p.w;
   const std::vector<int32_t> winners =
-      ScanOfLinear(unbanned, arranged, WeightLayout::kRowMajor, LinearKernel::kPortable);
+      ScanOfLinear(p, p.w, WeightLayout::kRowMajor, LinearKernel::kPortable);  // before the bans
   p.banned_offsets = {0};
   for (int t = 0; t < p.tokens; ++t) {
     if (t % 2 == 0) {
@@ -151,9 +164,8 @@ TEST(GreedyLinear, SettlesNearTiesThatTheHiHalvesCannot) {
     p.x[t * in + i] = 1.0f + 0x1p-9f;
     p.x[t * in + j] = 1.0f + 0x1p-10f;
   }
-  std::vector<uint16_t> row_major = p.w;
   const std::vector<int32_t> expected(3, 90);
-  ASSERT_EQ(ScanOfLinear(p, row_major, WeightLayout::kRowMajor, LinearKernel::kPortable), expected);
+  ASSERT_EQ(ScanOfLinear(p, p.w, WeightLayout::kRowMajor, LinearKernel::kPortable), expected);
   int64_t candidates = -1;
   ExpectScanOfLinear(p, &candidates);
   if (candidates >= 0) {
@@ -277,9 +289,8 @@ TEST(GreedyLinear, KeepsTheWinnerWhereTheBoundIsTight) {
   ASSERT_GT(w_a_lo, 0.99 * bound_a) << "lo is not proportional to row A";
   ASSERT_LT(screened_a + 0.95 * bound_a, screened_b - bound_b)
       << "a 5% smaller bound would keep row A";
-  std::vector<uint16_t> arranged = p.w;
-  ArrangeWeights(arranged.data(), out, in, WeightLayout::kPairGroups);
-  ASSERT_EQ(ScanOfLinear(p, arranged, WeightLayout::kPairGroups, LinearKernel::kAvx512Bf16),
+  ASSERT_EQ(ScanOfLinear(p, Arranged(p, WeightLayout::kPairGroups), WeightLayout::kPairGroups,
+                         LinearKernel::kAvx512Bf16),
             std::vector<int32_t>{row_a});
   ExpectScanOfLinear(p);
 }
@@ -292,18 +303,7 @@ TEST(GreedyLinear, LeavesNonFiniteActivationsToTheCaller) {
     for (LinearKernel kernel : kLinearKernels) {
       if (!LinearKernelAvailable(kernel)) continue;
       const WeightLayout layout = PreferredLayout(kernel, p.in);
-      std::vector<uint16_t> arranged = p.w;
-      ArrangeWeights(arranged.data(), p.out, p.in, layout);
-      const RowNorms norms = RowNormBounds(arranged.data(), p.out, p.in, layout, nullptr);
-      std::vector<int32_t> ids(2, -2);
-      GreedyLinear({.x = p.x.data(),
-                    .w = arranged.data(),
-                    .tokens = 2,
-                    .in = p.in,
-                    .out = p.out,
-                    .layout = layout,
-                    .norms = &norms},
-                   nullptr, kernel, ids.data());
+      const std::vector<int32_t> ids = GreedyIds(p, Arranged(p, layout), layout, kernel, nullptr);
       EXPECT_EQ(ids[0], -1) << LinearKernelName(kernel) << " " << bad;
       EXPECT_GE(ids[1], 0) << LinearKernelName(kernel) << " " << bad;
     }
@@ -315,8 +315,7 @@ TEST(RowNormBounds, BoundEachRowsNormTightly) {
   const Problem p = RandomProblem(1, 768, 100, 9);
   for (WeightLayout layout :
        {WeightLayout::kRowMajor, WeightLayout::kPairGroups, WeightLayout::kAmxTiles}) {
-    std::vector<uint16_t> arranged = p.w;
-    ArrangeWeights(arranged.data(), p.out, p.in, layout);
+    const std::vector<uint16_t> arranged = Arranged(p, layout);
     ThreadPool pool(2);
     const RowNorms norms = RowNormBounds(arranged.data(), p.out, p.in, layout, &pool);
     double largest = 0;
